@@ -12,7 +12,10 @@ import (
 //
 // Result shapes follow the negotiated api_version, carried in ctx (see
 // CallInfo): at 1, CreateVM returns no networks and AttachDisk a zero hint;
-// at 2 and above both are filled in. Errors are *Error values (or wrap one).
+// at 2 and above both are filled in. A CPI's own errors are *Error values
+// (or wrap one); callers add *InvalidResponseError for a response that
+// breaks the protocol and *RefusalError for a call their profile will not
+// make.
 type CPI interface {
 	Info(ctx context.Context) (Info, error)
 	CreateStemcell(ctx context.Context, args CreateStemcellArgs) (StemcellCID, error)

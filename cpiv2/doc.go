@@ -14,6 +14,23 @@
 //	res, err := r.CreateVM(ctx, args) // negotiates with info first
 //	if errors.Is(err, cpiv2.ErrVMCreationFailed) { … }
 //
+// Writing a CPI in Go: implement Core (and any of the optional capability
+// interfaces, such as Snapshotter or DiskResizer), then serve one request
+// per process:
+//
+//	func main() { cpiv2.Main(myCPI{}, cpiv2.DispatcherConfig{MaxAPIVersion: 3}) }
+//
+// The same implementation can be called in process, over the same wire
+// bytes and with the same strict decoding, without a process:
+//
+//	l := cpiv2.NewLoopback(myCPI{}, cpiv2.LoopbackConfig{Profile: cpiv2.ProfileCLI})
+//
+// Failures keep their identity: a CPI's error object is a *Error (match it
+// with errors.Is against ErrVMNotFound and the other sentinels), a response
+// that breaks the protocol is an *InvalidResponseError whose Kind (ErrNotJSON,
+// ErrMissingKey, ErrCPITimeout, …) errors.Is matches, and a call the caller
+// profile will not make is a *RefusalError (ErrRefused).
+//
 // The contract clauses referred to as "CONTRACTS §N" are those of the
 // project's CONTRACTS.md.
 package cpiv2

@@ -41,7 +41,7 @@ var parentType = map[ErrorType]ErrorType{
 	TypeNetworkNotFound:           TypeCloudError,
 }
 
-// IsA reports whether t is ancestor or a descendant of it.
+// IsA reports whether t is ancestor itself or one of its descendants.
 func (t ErrorType) IsA(ancestor ErrorType) bool {
 	for ; t != ""; t = parentType[t] {
 		if t == ancestor {
