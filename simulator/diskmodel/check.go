@@ -1,0 +1,132 @@
+package diskmodel
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Recorder builds a history as a workload runs: Call when a client invokes
+// an operation, Return when it learns the outcome. Timestamps are a logical
+// counter, so the history is as deterministic as the run. Safe for
+// concurrent use.
+type Recorder struct {
+	mu    sync.Mutex
+	clock int64
+	ops   []porcupine.Operation
+	done  []bool
+}
+
+// Call records the invocation of in by client (numbered from 0) and returns
+// the operation's id for Return.
+func (r *Recorder) Call(client int, in Input) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clock++
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: r.clock})
+	r.done = append(r.done, false)
+	return len(r.ops) - 1
+}
+
+// Return records the outcome of operation id.
+func (r *Recorder) Return(id int, out Output) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done[id] {
+		panic(fmt.Sprintf("diskmodel: operation %d returned twice", id))
+	}
+	r.clock++
+	r.ops[id].Output = out
+	r.ops[id].Return = r.clock
+	r.done[id] = true
+}
+
+// History returns the operations so far. Those that never returned are
+// Unknown.
+func (r *Recorder) History() []porcupine.Operation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := slices.Clone(r.ops)
+	for i := range h {
+		if !r.done[i] {
+			h[i].Output = Output{Outcome: Unknown}
+		}
+	}
+	return h
+}
+
+// Options configures Check.
+type Options struct {
+	// Timeout bounds the search per disk; 0: none. A disk whose check
+	// times out is listed in Result.Undecided, not as a violation.
+	Timeout time.Duration
+	// Visualization is the file the HTML visualization of the whole
+	// history is written to when some disk's history is not linearizable.
+	// "": none written.
+	Visualization string
+}
+
+// Result is the verdict on a history.
+type Result struct {
+	// Illegal lists the disks whose histories are not linearizable, sorted.
+	Illegal []string
+	// Undecided lists the disks whose check timed out, sorted.
+	Undecided []string
+	// Visualization is the path of the HTML file written, if any.
+	Visualization string
+}
+
+// Linearizable reports whether no disk's history was found illegal.
+func (r Result) Linearizable() bool { return len(r.Illegal) == 0 }
+
+// Check checks a history against the model, disk by disk. An Unknown
+// operation may take effect at any time after its call, so its return is
+// moved to the end of the history first. The error is for a visualization
+// that could not be written.
+func Check(history []porcupine.Operation, opts Options) (Result, error) {
+	h := normalize(history)
+	var res Result
+	for _, part := range partition(h) {
+		disk := part[0].Input.(Input).Disk
+		switch porcupine.CheckOperationsTimeout(Model, part, opts.Timeout) {
+		case porcupine.Illegal:
+			res.Illegal = append(res.Illegal, disk)
+		case porcupine.Unknown:
+			res.Undecided = append(res.Undecided, disk)
+		}
+	}
+	slices.Sort(res.Illegal)
+	slices.Sort(res.Undecided)
+	if !res.Linearizable() && opts.Visualization != "" {
+		_, info := porcupine.CheckOperationsVerbose(Model, h, opts.Timeout)
+		if err := porcupine.VisualizePath(Model, info, opts.Visualization); err != nil {
+			return res, fmt.Errorf("diskmodel: writing the visualization: %w", err)
+		}
+		res.Visualization = opts.Visualization
+	}
+	return res, nil
+}
+
+func normalize(history []porcupine.Operation) []porcupine.Operation {
+	h := slices.Clone(history)
+	end := int64(0)
+	for _, op := range h {
+		end = max(end, op.Call, op.Return)
+	}
+	if end < math.MaxInt64 {
+		end++
+	}
+	for i := range h {
+		if h[i].Output == nil {
+			h[i].Output = Output{Outcome: Unknown}
+		}
+		if h[i].Output.(Output).Outcome == Unknown {
+			h[i].Return = end
+		}
+	}
+	return h
+}

@@ -1,0 +1,25 @@
+// Package diskmodel is the linearizability model of the dynamic-disk API per
+// disk name, for github.com/anishathalye/porcupine, with the semantics of
+// CONTRACTS §6:
+//
+//   - provide(vm): attached to another VM → fails; attached to vm → ok
+//     (idempotent); detached → attaches; absent → creates and attaches.
+//   - attach(vm): as provide, except that an unknown name fails.
+//   - detach: already detached → ok; unknown name (no disk) → fails.
+//   - delete: absent → ok; otherwise deletes (detaching first).
+//   - create: absent → creates; an existing name fails.
+//
+// Each operation's answer is ok, failed or unknown. An ok operation completed
+// (and a CID it reports must be the disk's CID); a failed one made at most
+// part of its progress; an unknown one (time-out, crash) may have taken effect
+// fully, partly or not at all, at any time after its call.
+//
+// Record a workload's history and check it:
+//
+//	var rec diskmodel.Recorder
+//	id := rec.Call(client, diskmodel.Input{Kind: diskmodel.Provide, Disk: "data", VM: "vm-1"})
+//	// … the API call …
+//	rec.Return(id, diskmodel.Output{Outcome: diskmodel.OK, CID: cid})
+//	res, err := diskmodel.Check(rec.History(), diskmodel.Options{Visualization: "lin.html"})
+//	if !res.Linearizable() { /* res.Illegal names the disks; lin.html shows why */ }
+package diskmodel

@@ -1,0 +1,264 @@
+package diskmodel
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// OpKind is a dynamic-disk API operation (CONTRACTS §6).
+type OpKind string
+
+// The operations.
+const (
+	// Provide is POST /dynamic_disks/provide for one VM: create the disk if
+	// missing, attach it if detached; fail if attached to another VM.
+	Provide OpKind = "provide"
+	// Attach is POST /dynamic_disks/:name/attach: like Provide, but an
+	// unknown name fails.
+	Attach OpKind = "attach"
+	// Detach is POST /dynamic_disks/:name/detach: already detached is
+	// success; an unknown name fails.
+	Detach OpKind = "detach"
+	// Delete is DELETE /dynamic_disks/:name: success when absent; an
+	// attached disk is detached first.
+	Delete OpKind = "delete"
+	// Create is POST /dynamic_disks (create only): fails when the name
+	// exists.
+	Create OpKind = "create"
+)
+
+// Input is an operation's invocation.
+type Input struct {
+	// Kind is the operation.
+	Kind OpKind
+	// Disk is the disk name, the partition key.
+	Disk string
+	// VM is the instance for Provide and Attach.
+	VM string
+}
+
+// String is "provide(disk, vm)" or "detach(disk)".
+func (in Input) String() string {
+	if in.Kind == Provide || in.Kind == Attach {
+		return fmt.Sprintf("%s(%s, %s)", in.Kind, in.Disk, in.VM)
+	}
+	return fmt.Sprintf("%s(%s)", in.Kind, in.Disk)
+}
+
+// Outcome is what the caller learned.
+type Outcome uint8
+
+const (
+	// OK: the task succeeded.
+	OK Outcome = iota
+	// Failed: the task reported failure. The operation may have made part
+	// of its progress (a provide that created the disk but failed to attach
+	// it) but not all of it.
+	Failed
+	// Unknown: the caller timed out or crashed; the operation may have taken
+	// effect fully, partly or not at all, at any time after its call.
+	Unknown
+)
+
+// String is "ok", "failed" or "unknown".
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Failed:
+		return "failed"
+	case Unknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Output is an operation's response.
+type Output struct {
+	// Outcome is what the caller learned.
+	Outcome Outcome
+	// CID is the disk CID an OK Provide, Attach or Create reported; "" if
+	// none. While the disk lives every reported CID must be the same.
+	CID string
+}
+
+// String is the outcome and the CID, if any.
+func (o Output) String() string {
+	if o.CID != "" {
+		return o.Outcome.String() + " " + o.CID
+	}
+	return o.Outcome.String()
+}
+
+// State is one disk name's state in the sequential specification.
+type State struct {
+	// Exists: the name has a disk.
+	Exists bool
+	// VM is the instance it is attached to; "" when detached.
+	VM string
+	// CID is the disk's CID once an operation reported it; "" until then.
+	CID string
+}
+
+// String is "absent", "detached (cid)" or "attached to vm (cid)".
+func (s State) String() string {
+	switch {
+	case !s.Exists:
+		return "absent"
+	case s.VM == "":
+		return "detached" + cidSuffix(s.CID)
+	default:
+		return "attached to " + s.VM + cidSuffix(s.CID)
+	}
+}
+
+func cidSuffix(cid string) string {
+	if cid == "" {
+		return ""
+	}
+	return " (" + cid + ")"
+}
+
+var absent = State{}
+
+// effects returns the states an operation passes through from s, in order,
+// the last being its completed effect (none: it succeeds without change),
+// or rejected when the specification says it must fail from s.
+func effects(s State, in Input) (chain []State, rejected bool) {
+	detached := State{Exists: true, CID: s.CID}
+	switch in.Kind {
+	case Create:
+		if s.Exists {
+			return nil, true
+		}
+		return []State{{Exists: true}}, false
+	case Provide, Attach:
+		switch {
+		case !s.Exists && in.Kind == Attach:
+			return nil, true
+		case !s.Exists:
+			return []State{{Exists: true}, {Exists: true, VM: in.VM}}, false
+		case s.VM == "":
+			return []State{{Exists: true, VM: in.VM, CID: s.CID}}, false
+		case s.VM == in.VM:
+			return nil, false
+		default:
+			return nil, true
+		}
+	case Detach:
+		switch {
+		case !s.Exists:
+			return nil, true
+		case s.VM == "":
+			return nil, false
+		default:
+			return []State{detached}, false
+		}
+	case Delete:
+		switch {
+		case !s.Exists:
+			return nil, false
+		case s.VM == "":
+			return []State{absent}, false
+		default:
+			return []State{detached, absent}, false
+		}
+	}
+	return nil, true
+}
+
+// Step is the nondeterministic specification: the states a disk can be in
+// after the operation in, answered by out, from state s. None: the answer is
+// impossible from s.
+//
+//   - OK: the operation completed; it must not be one the specification
+//     rejects from s, and a reported CID must match the disk's.
+//   - Failed: any proper prefix of the operation's effects (nothing, or a
+//     disk created but not attached, …); a failure is always possible.
+//   - Unknown: any prefix, the completed effect included.
+func Step(s State, in Input, out Output) []State {
+	chain, rejected := effects(s, in)
+	switch out.Outcome {
+	case OK:
+		if rejected {
+			return nil
+		}
+		final := s
+		if len(chain) > 0 {
+			final = chain[len(chain)-1]
+		}
+		if out.CID != "" && in.Kind != Detach && in.Kind != Delete {
+			if !final.Exists || final.CID != "" && final.CID != out.CID {
+				return nil
+			}
+			final.CID = out.CID
+		}
+		return []State{final}
+	case Failed:
+		if len(chain) == 0 {
+			return []State{s}
+		}
+		return append([]State{s}, chain[:len(chain)-1]...)
+	default:
+		return append([]State{s}, chain...)
+	}
+}
+
+// Model is the porcupine model of the dynamic-disk API, partitioned by disk
+// name. Histories' inputs are Input and outputs Output.
+var Model = (&porcupine.NondeterministicModel{
+	Partition: partition,
+	Init:      func() []any { return []any{absent} },
+	Step: func(state, input, output any) []any {
+		next := Step(state.(State), input.(Input), output.(Output))
+		out := make([]any, len(next))
+		for i, s := range next {
+			out[i] = s
+		}
+		return out
+	},
+	DescribeOperation: func(input, output any) string {
+		return fmt.Sprintf("%v → %v", input, output)
+	},
+	DescribeState: func(state any) string { return state.(State).String() },
+}).ToModel()
+
+// partition groups a history by disk name, in order of first appearance.
+func partition(history []porcupine.Operation) [][]porcupine.Operation {
+	var names []string
+	by := map[string][]porcupine.Operation{}
+	for _, op := range history {
+		d := op.Input.(Input).Disk
+		if _, ok := by[d]; !ok {
+			names = append(names, d)
+		}
+		by[d] = append(by[d], op)
+	}
+	out := make([][]porcupine.Operation, len(names))
+	for i, n := range names {
+		out[i] = by[n]
+	}
+	return out
+}
+
+// Disks lists the disk names of a history, sorted.
+func Disks(history []porcupine.Operation) []string {
+	var names []string
+	for _, p := range partition(history) {
+		names = append(names, p[0].Input.(Input).Disk)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Describe is a history as text, one operation per line, for reports.
+func Describe(history []porcupine.Operation) string {
+	var b strings.Builder
+	for _, op := range history {
+		fmt.Fprintf(&b, "[%d, %d] client %d: %v → %v\n", op.Call, op.Return, op.ClientId, op.Input, op.Output)
+	}
+	return b.String()
+}

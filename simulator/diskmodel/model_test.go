@@ -1,0 +1,176 @@
+package diskmodel_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/cpilab/cpilab/simulator/diskmodel"
+)
+
+// op is shorthand for one operation: client, [call, ret], what, answer.
+func op(client int, call, ret int64, kind diskmodel.OpKind, disk, vm string, outcome diskmodel.Outcome, cid string) porcupine.Operation {
+	return porcupine.Operation{
+		ClientId: client, Call: call, Return: ret,
+		Input:  diskmodel.Input{Kind: kind, Disk: disk, VM: vm},
+		Output: diskmodel.Output{Outcome: outcome, CID: cid},
+	}
+}
+
+const (
+	P   = diskmodel.Provide
+	A   = diskmodel.Attach
+	Det = diskmodel.Detach
+	Del = diskmodel.Delete
+	C   = diskmodel.Create
+	ok  = diskmodel.OK
+	bad = diskmodel.Failed
+	unk = diskmodel.Unknown
+)
+
+var cases = []struct {
+	name  string
+	legal bool
+	h     []porcupine.Operation
+}{
+	{"provide twice to one VM is idempotent", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(0, 3, 4, P, "d", "vm1", ok, "c1")}},
+	{"provide to a second VM while attached must fail", false, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, ""), op(1, 3, 4, P, "d", "vm2", ok, "")}},
+	{"provide to a second VM while attached fails", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, ""), op(1, 3, 4, P, "d", "vm2", bad, "")}},
+	{"concurrent provides to two VMs cannot both succeed (race b)", false, []porcupine.Operation{
+		op(0, 1, 5, P, "d", "vm1", ok, ""), op(1, 2, 6, P, "d", "vm2", ok, "")}},
+	{"concurrent provides to one VM reporting two CIDs (race a)", false, []porcupine.Operation{
+		op(0, 1, 5, P, "d", "vm1", ok, "c1"), op(1, 2, 6, P, "d", "vm1", ok, "c2")}},
+	{"concurrent provides to one VM, one CID", true, []porcupine.Operation{
+		op(0, 1, 5, P, "d", "vm1", ok, "c1"), op(1, 2, 6, P, "d", "vm1", ok, "c1")}},
+	{"detach then provide elsewhere", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(0, 3, 4, Det, "d", "", ok, ""),
+		op(1, 5, 6, P, "d", "vm2", ok, "c1")}},
+	{"a moved disk keeps its CID", false, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(0, 3, 4, Det, "d", "", ok, ""),
+		op(1, 5, 6, P, "d", "vm2", ok, "c9")}},
+	{"delete then provide makes a new disk", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(0, 3, 4, Del, "d", "", ok, ""),
+		op(1, 5, 6, P, "d", "vm2", ok, "c2")}},
+	{"detach of a never-created name must fail", false, []porcupine.Operation{
+		op(0, 1, 2, Det, "d", "", ok, "")}},
+	{"detach of a never-created name fails", true, []porcupine.Operation{
+		op(0, 1, 2, Det, "d", "", bad, "")}},
+	{"detach of a detached disk is ok", true, []porcupine.Operation{
+		op(0, 1, 2, C, "d", "", ok, "c1"), op(0, 3, 4, Det, "d", "", ok, ""), op(0, 5, 6, Det, "d", "", ok, "")}},
+	{"delete of an absent disk is ok", true, []porcupine.Operation{
+		op(0, 1, 2, Del, "d", "", ok, ""), op(0, 3, 4, Del, "d", "", ok, "")}},
+	{"create of an existing name must fail", false, []porcupine.Operation{
+		op(0, 1, 2, C, "d", "", ok, ""), op(0, 3, 4, C, "d", "", ok, "")}},
+	{"attach of an unknown name must fail", false, []porcupine.Operation{
+		op(0, 1, 2, A, "d", "vm1", ok, "")}},
+	{"attach after create", true, []porcupine.Operation{
+		op(0, 1, 2, C, "d", "", ok, "c1"), op(0, 3, 4, A, "d", "vm1", ok, "c1"), op(1, 5, 6, A, "d", "vm2", bad, "")}},
+	{"an unknown provide may not have happened", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", unk, ""), op(1, 3, 4, P, "d", "vm2", ok, "")}},
+	{"an unknown provide may have happened", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", unk, ""), op(1, 3, 4, P, "d", "vm2", bad, ""), op(1, 5, 6, Det, "d", "", ok, "")}},
+	{"an unknown provide may take effect after it timed out", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", unk, ""), op(1, 3, 4, P, "d", "vm2", ok, "c1"),
+		op(1, 5, 6, Det, "d", "", ok, ""), op(1, 7, 8, P, "d", "vm2", bad, "")}},
+	{"a failed provide did not attach", false, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", bad, ""), op(1, 3, 4, A, "d", "vm1", ok, ""), op(1, 5, 6, P, "d", "vm2", ok, "")}},
+	{"a failed provide may have created the disk", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", bad, ""), op(1, 3, 4, Det, "d", "", ok, "")}},
+	{"an unreturned operation is unknown", true, []porcupine.Operation{
+		{ClientId: 0, Call: 1, Input: diskmodel.Input{Kind: P, Disk: "d", VM: "vm1"}},
+		op(1, 3, 4, Det, "d", "", ok, "")}},
+	{"disks are independent", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d1", "vm1", ok, "c1"), op(1, 1, 2, P, "d2", "vm2", ok, "c2"),
+		op(0, 3, 4, P, "d2", "vm1", bad, "")}},
+	{"a violation on one disk among many", false, []porcupine.Operation{
+		op(0, 1, 2, P, "d1", "vm1", ok, "c1"), op(1, 1, 2, P, "d2", "vm2", ok, "c2"),
+		op(0, 3, 4, P, "d2", "vm1", ok, "")}},
+	{"delete of an attached disk detaches it", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, Del, "d", "", ok, ""), op(1, 5, 6, Det, "d", "", bad, "")}},
+	{"after delete the name is unknown to detach", false, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, Del, "d", "", ok, ""), op(1, 5, 6, Det, "d", "", ok, "")}},
+}
+
+func TestHandMadeHistories(t *testing.T) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := diskmodel.Check(tc.h, diskmodel.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Linearizable() != tc.legal || len(res.Undecided) != 0 {
+				t.Fatalf("linearizable = %v (illegal %v, undecided %v), want %v; history:\n%s",
+					res.Linearizable(), res.Illegal, res.Undecided, tc.legal, diskmodel.Describe(tc.h))
+			}
+		})
+	}
+}
+
+func TestViolationNamesTheDiskAndWritesHTML(t *testing.T) {
+	h := []porcupine.Operation{
+		op(0, 1, 2, P, "d1", "vm1", ok, "c1"), op(1, 1, 2, P, "d2", "vm2", ok, "c2"),
+		op(0, 3, 4, P, "d2", "vm1", ok, ""),
+	}
+	path := filepath.Join(t.TempDir(), "lin.html")
+	res, err := diskmodel.Check(h, diskmodel.Options{Visualization: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Illegal, []string{"d2"}) || res.Visualization != path {
+		t.Fatalf("result %+v, want d2 illegal and the visualization written", res)
+	}
+	html, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "provide(d2, vm1)") || !strings.Contains(string(html), "attached to vm2") {
+		t.Fatal("the visualization does not describe the operations and states")
+	}
+	// A legal history writes nothing.
+	p2 := filepath.Join(t.TempDir(), "none.html")
+	if res, _ := diskmodel.Check(h[:2], diskmodel.Options{Visualization: p2}); !res.Linearizable() || res.Visualization != "" {
+		t.Fatalf("legal history: %+v", res)
+	}
+	if _, err := os.Stat(p2); !os.IsNotExist(err) {
+		t.Fatal("a visualization was written for a linearizable history")
+	}
+}
+
+func TestRecorder(t *testing.T) {
+	var rec diskmodel.Recorder
+	a := rec.Call(0, diskmodel.Input{Kind: P, Disk: "d", VM: "vm1"})
+	b := rec.Call(1, diskmodel.Input{Kind: P, Disk: "d", VM: "vm2"})
+	rec.Return(a, diskmodel.Output{Outcome: ok, CID: "c1"})
+	c := rec.Call(1, diskmodel.Input{Kind: Det, Disk: "d"})
+	rec.Return(c, diskmodel.Output{Outcome: ok})
+	_ = b // never returns: unknown
+	h := rec.History()
+	if len(h) != 3 || h[1].Output.(diskmodel.Output).Outcome != unk || h[0].Call != 1 || h[0].Return != 3 {
+		t.Fatalf("history:\n%s", diskmodel.Describe(h))
+	}
+	if res, _ := diskmodel.Check(h, diskmodel.Options{}); !res.Linearizable() {
+		t.Fatalf("recorded history judged illegal: %+v", res)
+	}
+	rec.Return(b, diskmodel.Output{Outcome: ok})
+	if res, _ := diskmodel.Check(rec.History(), diskmodel.Options{}); !res.Linearizable() {
+		// provide(vm2) overlapped the detach, so it may take effect after it.
+		t.Fatalf("judged illegal:\n%s", diskmodel.Describe(rec.History()))
+	}
+	var seq diskmodel.Recorder
+	for _, vm := range []string{"vm1", "vm2"} {
+		id := seq.Call(0, diskmodel.Input{Kind: P, Disk: "d", VM: vm})
+		seq.Return(id, diskmodel.Output{Outcome: ok})
+	}
+	if res, _ := diskmodel.Check(seq.History(), diskmodel.Options{}); res.Linearizable() {
+		t.Fatalf("two successful sequential provides to two VMs judged linearizable")
+	}
+	if got := diskmodel.Disks(h); !slices.Equal(got, []string{"d"}) {
+		t.Fatalf("Disks = %v", got)
+	}
+}

@@ -1,0 +1,36 @@
+package simulator_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cpilab/cpilab/rt"
+	"github.com/cpilab/cpilab/simulator"
+	"github.com/cpilab/cpilab/simulator/faults"
+	"github.com/cpilab/cpilab/simulator/simrt"
+)
+
+func ExampleRunConfig_Command() {
+	spec, _ := faults.ParseSpec("cpi-error=0.05,latency=0.1:10ms..2s")
+	cfg := simulator.RunConfig{Seed: 42, Profile: simulator.ProfileUpstream, Faults: spec}
+	fmt.Println(cfg.Command())
+	// Output: cpilab simulate --seed 42 --steps 200 --profile upstream --faults cpi-error=0.05,latency=0.1:10ms..2s
+}
+
+func ExampleSweep() {
+	run := func(seed simulator.Seed) simulator.RunReport {
+		res := simrt.Run(simrt.Config{Seed: simulator.Derive(seed).Runtime}, func(s *simrt.Sim) {
+			q := rt.NewQueue[int](s)
+			s.Go("producer", func() { s.Sleep(time.Hour); q.Push(1) })
+			q.Pop(0)
+		})
+		return simulator.RunReport{Steps: res.Steps, TraceHash: res.TraceHash, Err: res.Err}
+	}
+	res, _ := simulator.Sweep(context.Background(), simulator.SweepConfig{
+		Seeds: simulator.SeedRange{From: 1, To: 100},
+		Run:   run,
+	})
+	fmt.Println(res.Runs, "runs,", len(res.Failures), "failures")
+	// Output: 100 runs, 0 failures
+}

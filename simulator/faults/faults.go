@@ -1,0 +1,360 @@
+package faults
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Seam is where faults are injected. Each seam counts its operations from 0
+// in the order they happen; a Fault fires at one index of its kind's seam.
+type Seam string
+
+// The seams, in canonical order.
+const (
+	// SeamStep counts workload steps (the director-crash seam).
+	SeamStep Seam = "step"
+	// SeamCPI counts CPI calls; the operation's name is the CPI method.
+	SeamCPI Seam = "cpi"
+	// SeamAgent counts agent requests; the name is the agent method.
+	SeamAgent Seam = "agent"
+	// SeamMbus counts mbus messages published; the name is the subject.
+	SeamMbus Seam = "mbus"
+	// SeamVM counts VMs created; the name is the VM CID.
+	SeamVM Seam = "vm"
+)
+
+// Kind is a kind of fault (issue 7).
+type Kind string
+
+// The fault kinds, in canonical order.
+const (
+	// CPIError: the CPI call fails with a typed error and has no effect.
+	// Fault.ErrType names the BOSH error type, Fault.OkToRetry its
+	// ok_to_retry. Injected errors never lie about state: they are generic
+	// (CloudError, CpiError, or VMCreationFailed for a retryable create_vm).
+	CPIError Kind = "cpi-error"
+	// LostResponse: the CPI call takes effect but its response is lost; the
+	// caller sees a time-out.
+	LostResponse Kind = "lost-response"
+	// Latency: the CPI call is delayed by Fault.Duration before it runs.
+	Latency Kind = "latency"
+	// DirectorCrash: the director crashes at the step and restarts
+	// Fault.Duration later.
+	DirectorCrash Kind = "director-crash"
+	// AgentUnresponsive: the agent receiving the request stops answering for
+	// Fault.Duration (the request is dropped).
+	AgentUnresponsive Kind = "agent-unresponsive"
+	// AgentRestart: the agent receiving the request restarts, losing its
+	// in-memory state, and is back Fault.Duration later.
+	AgentRestart Kind = "agent-restart"
+	// AgentOld: the VM runs an old agent, which answers "unknown message"
+	// to the dynamic-disk actions.
+	AgentOld Kind = "agent-old"
+	// VMRestartOnAttach: the VM restarts inside every attach_disk, so its
+	// agent is briefly unreachable.
+	VMRestartOnAttach Kind = "vm-restart-on-attach"
+	// MbusLost: the mbus message is dropped.
+	MbusLost Kind = "mbus-lost"
+	// MbusDelay: the mbus message is delivered Fault.Duration late.
+	MbusDelay Kind = "mbus-delay"
+)
+
+type kindInfo struct {
+	seam     Seam
+	duration bool          // takes a duration
+	min, max time.Duration // default range drawn from
+}
+
+var kinds = map[Kind]kindInfo{
+	CPIError:          {seam: SeamCPI},
+	LostResponse:      {seam: SeamCPI},
+	Latency:           {SeamCPI, true, time.Millisecond, 2 * time.Second},
+	DirectorCrash:     {SeamStep, true, time.Second, 30 * time.Second},
+	AgentUnresponsive: {SeamAgent, true, time.Second, 2 * time.Minute},
+	AgentRestart:      {SeamAgent, true, time.Second, 10 * time.Second},
+	AgentOld:          {seam: SeamVM},
+	VMRestartOnAttach: {seam: SeamVM},
+	MbusLost:          {seam: SeamMbus},
+	MbusDelay:         {SeamMbus, true, time.Millisecond, 5 * time.Second},
+}
+
+// Kinds lists every kind in canonical order.
+var Kinds = []Kind{CPIError, LostResponse, Latency, DirectorCrash, AgentUnresponsive, AgentRestart,
+	AgentOld, VMRestartOnAttach, MbusLost, MbusDelay}
+
+var seams = []Seam{SeamStep, SeamCPI, SeamAgent, SeamMbus, SeamVM}
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { _, ok := kinds[k]; return ok }
+
+// Seam is the seam whose operations k's faults are counted on.
+func (k Kind) Seam() Seam { return kinds[k].seam }
+
+// HasDuration reports whether k's faults carry a Duration.
+func (k Kind) HasDuration() bool { return kinds[k].duration }
+
+// DefaultRange is the duration range a Spec draws k's durations from unless
+// it says otherwise (zero for kinds without a duration).
+func (k Kind) DefaultRange() (lo, hi time.Duration) { return kinds[k].min, kinds[k].max }
+
+// The BOSH error types injected CPIError faults carry.
+const (
+	ErrCloudError       = "Bosh::Clouds::CloudError"
+	ErrCpiError         = "Bosh::Clouds::CpiError"
+	ErrVMCreationFailed = "Bosh::Clouds::VMCreationFailed"
+)
+
+// Fault is one injected fault: Kind fires at operation number At (from 0) of
+// Kind.Seam(). Its text form is
+//
+//	cpi-error@12 on=attach_disk type=Bosh::Clouds::CloudError ok_to_retry=true
+//	latency@3 d=250ms
+//	director-crash@120 d=30s
+//
+// with the keys in that order and only those that apply; values holding
+// spaces, quotes or separators are Go-quoted.
+type Fault struct {
+	// Kind is what happens.
+	Kind Kind
+	// At is the index of the operation on Kind.Seam() at which it fires.
+	At int
+	// On is the operation's name as the seam reports it (CPI method, agent
+	// method, mbus subject, VM CID). A scripted fault with a non-empty On
+	// fires only when the operation at At has that name. "" matches any.
+	On string
+	// ErrType is the BOSH error type of a CPIError fault.
+	ErrType string
+	// OkToRetry is the ok_to_retry of a CPIError fault.
+	OkToRetry bool
+	// Duration is the delay (Latency, MbusDelay), the silence
+	// (AgentUnresponsive) or the downtime (DirectorCrash, AgentRestart).
+	Duration time.Duration
+}
+
+// String is the fault's text form, which ParseFault reads back.
+func (f Fault) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s@%d", f.Kind, f.At)
+	if f.On != "" {
+		b.WriteString(" on=" + quote(f.On))
+	}
+	if f.Kind == CPIError {
+		b.WriteString(" type=" + quote(f.ErrType))
+		if f.OkToRetry {
+			b.WriteString(" ok_to_retry=true")
+		}
+	}
+	if f.Kind.HasDuration() {
+		b.WriteString(" d=" + f.Duration.String())
+	}
+	return b.String()
+}
+
+func quote(v string) string {
+	if v == "" || strings.ContainsAny(v, " \t\n\"';,=#") {
+		return strconv.Quote(v)
+	}
+	return v
+}
+
+// ParseFault reads a fault in the form Fault.String writes.
+func ParseFault(s string) (Fault, error) {
+	toks, err := tokenize(s)
+	if err != nil {
+		return Fault{}, fmt.Errorf("fault %q: %w", s, err)
+	}
+	if len(toks) == 0 {
+		return Fault{}, fmt.Errorf("fault %q: empty", s)
+	}
+	head := toks[0]
+	at := strings.LastIndexByte(head, '@')
+	if at < 0 {
+		return Fault{}, fmt.Errorf("fault %q: want kind@index, got %q", s, head)
+	}
+	f := Fault{Kind: Kind(head[:at])}
+	if !f.Kind.Valid() {
+		return Fault{}, fmt.Errorf("fault %q: unknown kind %q (known: %s)", s, f.Kind, kindList())
+	}
+	if f.At, err = strconv.Atoi(head[at+1:]); err != nil || f.At < 0 {
+		return Fault{}, fmt.Errorf("fault %q: index %q is not a non-negative integer", s, head[at+1:])
+	}
+	seen := map[string]bool{}
+	for _, kv := range toks[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return Fault{}, fmt.Errorf("fault %q: want key=value, got %q", s, kv)
+		}
+		if seen[k] {
+			return Fault{}, fmt.Errorf("fault %q: key %q given twice", s, k)
+		}
+		seen[k] = true
+		if v, err = unquote(v); err != nil {
+			return Fault{}, fmt.Errorf("fault %q: key %s: %w", s, k, err)
+		}
+		switch {
+		case k == "on":
+			f.On = v
+		case k == "type" && f.Kind == CPIError:
+			f.ErrType = v
+		case k == "ok_to_retry" && f.Kind == CPIError:
+			if f.OkToRetry, err = strconv.ParseBool(v); err != nil {
+				return Fault{}, fmt.Errorf("fault %q: ok_to_retry %q is not a bool", s, v)
+			}
+		case k == "d" && f.Kind.HasDuration():
+			if f.Duration, err = time.ParseDuration(v); err != nil || f.Duration < 0 {
+				return Fault{}, fmt.Errorf("fault %q: d %q is not a non-negative duration", s, v)
+			}
+		default:
+			return Fault{}, fmt.Errorf("fault %q: key %q does not apply to %s", s, k, f.Kind)
+		}
+	}
+	if f.Kind == CPIError && f.ErrType == "" {
+		return Fault{}, fmt.Errorf("fault %q: cpi-error needs type=<BOSH error type>", s)
+	}
+	if f.Kind.HasDuration() && !seen["d"] {
+		return Fault{}, fmt.Errorf("fault %q: %s needs d=<duration>", s, f.Kind)
+	}
+	return f, nil
+}
+
+// Schedule is a list of faults: what a run injected, or what a replay
+// injects. Its text form has one fault per line.
+type Schedule []Fault
+
+// String writes one fault per line in canonical order (seam, index, kind);
+// ParseSchedule reads it back.
+func (s Schedule) String() string {
+	var b strings.Builder
+	for _, f := range s.Sorted() {
+		b.WriteString(f.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Sorted returns a copy in canonical order: by seam, index, then kind.
+func (s Schedule) Sorted() Schedule {
+	out := slices.Clone(s)
+	slices.SortStableFunc(out, compareFaults)
+	return out
+}
+
+func compareFaults(a, b Fault) int {
+	if c := slices.Index(seams, a.Kind.Seam()) - slices.Index(seams, b.Kind.Seam()); c != 0 {
+		return c
+	}
+	if a.At != b.At {
+		return a.At - b.At
+	}
+	return slices.Index(Kinds, a.Kind) - slices.Index(Kinds, b.Kind)
+}
+
+// ParseSchedule reads faults separated by newlines or semicolons; blank
+// lines and lines starting with # are skipped.
+func ParseSchedule(text string) (Schedule, error) {
+	var s Schedule
+	for n, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts, err := splitOutsideQuotes(line, ';')
+		if err != nil {
+			return nil, fmt.Errorf("schedule line %d: %w", n+1, err)
+		}
+		for _, p := range parts {
+			if strings.TrimSpace(p) == "" {
+				continue
+			}
+			f, err := ParseFault(p)
+			if err != nil {
+				return nil, fmt.Errorf("schedule line %d: %w", n+1, err)
+			}
+			s = append(s, f)
+		}
+	}
+	return s, nil
+}
+
+func kindList() string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}
+
+// tokenize splits on whitespace, keeping Go-quoted strings (after "=") whole.
+func tokenize(s string) ([]string, error) {
+	var toks []string
+	var cur strings.Builder
+	inQuote, esc, have := false, false, false
+	for _, r := range s {
+		switch {
+		case inQuote:
+			cur.WriteRune(r)
+			if esc {
+				esc = false
+			} else if r == '\\' {
+				esc = true
+			} else if r == '"' {
+				inQuote = false
+			}
+		case r == '"':
+			inQuote, have = true, true
+			cur.WriteRune(r)
+		case r == ' ' || r == '\t':
+			if have {
+				toks = append(toks, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+			have = true
+		}
+	}
+	if inQuote {
+		return nil, fmt.Errorf("unterminated quote")
+	}
+	if have {
+		toks = append(toks, cur.String())
+	}
+	return toks, nil
+}
+
+func splitOutsideQuotes(s string, sep rune) ([]string, error) {
+	var parts []string
+	start, inQuote, esc := 0, false, false
+	for i, r := range s {
+		switch {
+		case inQuote:
+			if esc {
+				esc = false
+			} else if r == '\\' {
+				esc = true
+			} else if r == '"' {
+				inQuote = false
+			}
+		case r == '"':
+			inQuote = true
+		case r == sep:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	if inQuote {
+		return nil, fmt.Errorf("unterminated quote in %q", s)
+	}
+	return append(parts, s[start:]), nil
+}
+
+func unquote(v string) (string, error) {
+	if strings.HasPrefix(v, `"`) {
+		return strconv.Unquote(v)
+	}
+	return v, nil
+}

@@ -1,0 +1,241 @@
+package scenario
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// File is a parsed scenario file.
+type File struct {
+	items        []item
+	finalNewline bool
+}
+
+// item is a command or a line kept verbatim (comment, blank).
+type item struct {
+	cmd  *Command
+	text string
+}
+
+// Commands returns the file's commands in order.
+func (f *File) Commands() []*Command {
+	var out []*Command
+	for _, it := range f.items {
+		if it.cmd != nil {
+			out = append(out, it.cmd)
+		}
+	}
+	return out
+}
+
+// Parse reads a scenario file's text; name prefixes positions. The format
+// (etcd datadriven's):
+//
+//	# comment
+//	command arg key=value key=(v1, v2) key="quoted value"
+//	optional input lines
+//	----
+//	expected output, up to a blank line
+//
+//	command
+//	----
+//	----
+//	output that holds a blank line
+//
+//	goes between doubled separators
+//	----
+//	----
+func Parse(name, text string) (*File, error) {
+	f := &File{finalNewline: strings.HasSuffix(text, "\n")}
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if text == "" {
+		lines = nil
+	}
+	for i := 0; i < len(lines); {
+		line := lines[i]
+		trim := strings.TrimSpace(line)
+		if trim == "" || strings.HasPrefix(trim, "#") {
+			f.items = append(f.items, item{text: line})
+			i++
+			continue
+		}
+		c := &Command{Pos: fmt.Sprintf("%s:%d", name, i+1), line: line}
+		var err error
+		if c.Name, c.Args, err = parseLine(trim); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Pos, err)
+		}
+		i++
+		var input []string
+		for i < len(lines) && lines[i] != Separator {
+			input = append(input, lines[i])
+			i++
+		}
+		if i == len(lines) {
+			return nil, fmt.Errorf("%s: command %q has no %q line before its expected output", c.Pos, c.Name, Separator)
+		}
+		c.Input = strings.Join(input, "\n")
+		i++ // the separator
+		var expected []string
+		if i < len(lines) && lines[i] == Separator {
+			i++
+			for {
+				if i+1 >= len(lines) {
+					return nil, fmt.Errorf("%s: output of %q opened with a double %q is not closed by one", c.Pos, c.Name, Separator)
+				}
+				if lines[i] == Separator && lines[i+1] == Separator {
+					i += 2
+					break
+				}
+				expected = append(expected, lines[i])
+				i++
+			}
+		} else {
+			for i < len(lines) && strings.TrimSpace(lines[i]) != "" {
+				expected = append(expected, lines[i])
+				i++
+			}
+		}
+		c.Expected = strings.Join(expected, "\n")
+		f.items = append(f.items, item{cmd: c})
+	}
+	return f, nil
+}
+
+// parseLine splits a command line into its name and arguments.
+func parseLine(line string) (string, []Arg, error) {
+	toks, err := splitWords(line)
+	if err != nil {
+		return "", nil, err
+	}
+	name := toks[0]
+	if strings.ContainsAny(name, "=()\"") {
+		return "", nil, fmt.Errorf("command name %q may not hold = ( ) or quotes", name)
+	}
+	var args []Arg
+	for _, tok := range toks[1:] {
+		key, val, hasVal := strings.Cut(tok, "=")
+		if key == "" {
+			return "", nil, fmt.Errorf("argument %q has no key", tok)
+		}
+		a := Arg{Key: key}
+		if hasVal {
+			if strings.HasPrefix(val, "(") {
+				if !strings.HasSuffix(val, ")") {
+					return "", nil, fmt.Errorf("argument %q: unclosed (", tok)
+				}
+				inner := strings.TrimSpace(val[1 : len(val)-1])
+				a.Vals = []string{}
+				if inner != "" {
+					parts, err := splitList(inner)
+					if err != nil {
+						return "", nil, fmt.Errorf("argument %q: %w", tok, err)
+					}
+					a.Vals = parts
+				}
+			} else {
+				v, err := unquote(val)
+				if err != nil {
+					return "", nil, fmt.Errorf("argument %q: %w", tok, err)
+				}
+				a.Vals = []string{v}
+			}
+		}
+		args = append(args, a)
+	}
+	return name, args, nil
+}
+
+// splitWords splits on spaces outside quotes and parentheses.
+func splitWords(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	depth, inQuote, esc := 0, false, false
+	flush := func() {
+		if cur.Len() > 0 {
+			out = append(out, cur.String())
+			cur.Reset()
+		}
+	}
+	for _, r := range s {
+		switch {
+		case inQuote:
+			cur.WriteRune(r)
+			if esc {
+				esc = false
+			} else if r == '\\' {
+				esc = true
+			} else if r == '"' {
+				inQuote = false
+			}
+		case r == '"':
+			inQuote = true
+			cur.WriteRune(r)
+		case r == '(':
+			depth++
+			cur.WriteRune(r)
+		case r == ')':
+			depth--
+			if depth < 0 {
+				return nil, fmt.Errorf("unbalanced ) in %q", s)
+			}
+			cur.WriteRune(r)
+		case (r == ' ' || r == '\t') && depth == 0:
+			flush()
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if inQuote {
+		return nil, fmt.Errorf("unterminated quote in %q", s)
+	}
+	if depth != 0 {
+		return nil, fmt.Errorf("unclosed ( in %q", s)
+	}
+	flush()
+	return out, nil
+}
+
+// splitList splits "a, b, \"c, d\"" on commas outside quotes.
+func splitList(s string) ([]string, error) {
+	var out []string
+	start, inQuote, esc := 0, false, false
+	add := func(part string) error {
+		v, err := unquote(strings.TrimSpace(part))
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	}
+	for i, r := range s {
+		switch {
+		case inQuote:
+			if esc {
+				esc = false
+			} else if r == '\\' {
+				esc = true
+			} else if r == '"' {
+				inQuote = false
+			}
+		case r == '"':
+			inQuote = true
+		case r == ',':
+			if err := add(s[start:i]); err != nil {
+				return nil, err
+			}
+			start = i + 1
+		}
+	}
+	if err := add(s[start:]); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func unquote(v string) (string, error) {
+	if strings.HasPrefix(v, `"`) {
+		return strconv.Unquote(v)
+	}
+	return v, nil
+}

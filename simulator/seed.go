@@ -1,0 +1,208 @@
+package simulator
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cpilab/cpilab/rt"
+	"github.com/cpilab/cpilab/simulator/faults"
+)
+
+// Seed is a run's root seed (STYLE 9). Every random choice of the run
+// derives from it through named sub-seeds, so one number replays the run.
+type Seed uint64
+
+// String is the seed in decimal, as commands print it.
+func (s Seed) String() string { return strconv.FormatUint(uint64(s), 10) }
+
+// ParseSeed reads a seed in decimal or 0x-prefixed hexadecimal.
+func ParseSeed(text string) (Seed, error) {
+	v, err := strconv.ParseUint(strings.TrimSpace(text), 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("seed %q: want a non-negative integer (decimal or 0x…)", text)
+	}
+	return Seed(v), nil
+}
+
+// Set parses text into s, so a *Seed is a flag.Value.
+func (s *Seed) Set(text string) error {
+	v, err := ParseSeed(text)
+	if err == nil {
+		*s = v
+	}
+	return err
+}
+
+// Sub derives the sub-seed named name: rt.StreamSeed(root, name).
+func (s Seed) Sub(name string) uint64 { return rt.StreamSeed(uint64(s), name) }
+
+// The sub-seed names, one per subsystem of a run.
+const (
+	// SubRuntime seeds the deterministic runtime (simrt.Config.Seed): the
+	// scheduler and every rt.Runtime.Rand stream of director, agents and
+	// fakeiaas.
+	SubRuntime = "runtime"
+	// SubWorkload seeds the workload generator (orchestrator and operator
+	// operations).
+	SubWorkload = "workload"
+	// SubFaults seeds the fault injector (faults.NewRandom).
+	SubFaults = "faults"
+)
+
+// Seeds are the sub-seeds of one run.
+type Seeds struct {
+	// Root is the seed they derive from.
+	Root Seed
+	// Runtime, Workload and Faults are Root.Sub(SubRuntime), … .
+	Runtime, Workload, Faults uint64
+}
+
+// Derive returns the sub-seeds of root. Changing how one subsystem draws
+// never changes another's draws.
+func Derive(root Seed) Seeds {
+	return Seeds{Root: root, Runtime: root.Sub(SubRuntime), Workload: root.Sub(SubWorkload), Faults: root.Sub(SubFaults)}
+}
+
+// SeedRange is an inclusive range of seeds, written "A..B" (or "N" for one).
+type SeedRange struct {
+	// From is the first seed of the range.
+	From Seed
+	// To is the last seed of the range (inclusive).
+	To Seed
+}
+
+// ParseSeedRange reads "A..B" or "N".
+func ParseSeedRange(text string) (SeedRange, error) {
+	lo, hi, isRange := strings.Cut(text, "..")
+	a, err := ParseSeed(lo)
+	if err != nil {
+		return SeedRange{}, fmt.Errorf("seed range %q: %w", text, err)
+	}
+	b := a
+	if isRange {
+		if b, err = ParseSeed(hi); err != nil {
+			return SeedRange{}, fmt.Errorf("seed range %q: %w", text, err)
+		}
+	}
+	if b < a {
+		return SeedRange{}, fmt.Errorf("seed range %q: the end is below the start", text)
+	}
+	return SeedRange{From: a, To: b}, nil
+}
+
+// String is "A..B".
+func (r SeedRange) String() string { return r.From.String() + ".." + r.To.String() }
+
+// Set parses text into r, so a *SeedRange is a flag.Value.
+func (r *SeedRange) Set(text string) error {
+	v, err := ParseSeedRange(text)
+	if err == nil {
+		*r = v
+	}
+	return err
+}
+
+// Len is the number of seeds in the range (0 when it holds all 2^64).
+func (r SeedRange) Len() uint64 { return uint64(r.To-r.From) + 1 }
+
+// Profiles are the director profiles a run can use.
+const (
+	// ProfileReference is cpilab's reference Director, with the races fixed.
+	ProfileReference = "reference"
+	// ProfileUpstream reproduces the upstream Director's behaviour.
+	ProfileUpstream = "upstream"
+)
+
+// DefaultSteps is RunConfig.Steps when not set.
+const DefaultSteps = 200
+
+// RunConfig identifies a simulation run; it maps one-to-one onto the flags
+// of `cpilab simulate`, so Command prints the exact command that replays it.
+type RunConfig struct {
+	// Seed is the root seed.
+	Seed Seed
+	// Steps is the number of workload steps (default DefaultSteps).
+	Steps int
+	// Profile is the director profile: ProfileReference (default) or
+	// ProfileUpstream.
+	Profile string
+	// Faults is the fault spec the run draws its faults under (default:
+	// none).
+	Faults faults.Spec
+}
+
+// WithDefaults fills unset fields with their defaults.
+func (c RunConfig) WithDefaults() RunConfig {
+	if c.Steps == 0 {
+		c.Steps = DefaultSteps
+	}
+	if c.Profile == "" {
+		c.Profile = ProfileReference
+	}
+	return c
+}
+
+// Validate reports a config no run can use.
+func (c RunConfig) Validate() error {
+	c = c.WithDefaults()
+	if c.Steps < 0 {
+		return fmt.Errorf("steps %d: must be positive", c.Steps)
+	}
+	if c.Profile != ProfileReference && c.Profile != ProfileUpstream {
+		return fmt.Errorf("profile %q: want %s or %s", c.Profile, ProfileReference, ProfileUpstream)
+	}
+	return nil
+}
+
+// RegisterFlags binds c's fields to --seed, --steps, --profile and --faults
+// on fs, with the defaults as flag defaults.
+func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
+	*c = c.WithDefaults()
+	fs.Var(&c.Seed, "seed", "root seed of the run (decimal or 0x…)")
+	fs.IntVar(&c.Steps, "steps", c.Steps, "number of workload steps")
+	fs.StringVar(&c.Profile, "profile", c.Profile, "director profile: reference or upstream")
+	fs.Var(&c.Faults, "faults", `fault spec, e.g. "cpi-error=0.05,lost-response=0.02,latency=0.1:1ms..2s", "default" or "none"`)
+}
+
+// Args are the arguments of the `cpilab simulate` command that replays
+// the run, starting with "simulate".
+func (c RunConfig) Args() []string {
+	c = c.WithDefaults()
+	return []string{"simulate", "--seed", c.Seed.String(), "--steps", strconv.Itoa(c.Steps),
+		"--profile", c.Profile, "--faults", c.Faults.String()}
+}
+
+// Command is the shell command that replays the run:
+//
+//	cpilab simulate --seed 42 --steps 200 --profile upstream --faults cpi-error=0.05
+func (c RunConfig) Command() string {
+	return shellCommand(append([]string{"cpilab"}, c.Args()...))
+}
+
+// ReplayCommand is the shell command that replays a scenario or minimized
+// trace file: cpilab replay FILE.
+func ReplayCommand(file string) string { return shellCommand([]string{"cpilab", "replay", file}) }
+
+func shellCommand(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+,=", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
