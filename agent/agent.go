@@ -1,0 +1,300 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cpilab/cpilab/mbus"
+	"github.com/cpilab/cpilab/rt"
+)
+
+// Mode selects how the agent behaves, for reproducing races.
+type Mode string
+
+// Agent modes.
+const (
+	// ModeNormal is a current agent (the default).
+	ModeNormal Mode = "normal"
+	// ModeOld is an agent that predates dynamic disks: it answers
+	// add_dynamic_disk, remove_dynamic_disk and dynamic_disk_usage with
+	// "unknown message <m>" (CONTRACTS §7 race (h)).
+	ModeOld Mode = "old"
+)
+
+// Config configures Start. Durations are on Runtime's clock.
+type Config struct {
+	// Root is the VM root directory on the host (required). The agent reads
+	// and writes only inside it.
+	Root string
+	// VMCID is the VM's CID (required): the key for the metadata service and,
+	// unless user-data names another instance, the registry.
+	VMCID string
+	// AgentID is optional: when empty it comes from the settings; when set it
+	// must equal the settings' agent_id.
+	AgentID string
+	// MetadataURL is the metadata service endpoint, e.g.
+	// "http://127.0.0.1:PORT/metadata"; the agent GETs
+	// <MetadataURL>/<vm cid>/user-data ("/metadata" is appended to a bare
+	// server URL). Used by a v2 agent only.
+	MetadataURL string
+	// RegistryURL is the registry endpoint as in cpi.json, e.g.
+	// "http://127.0.0.1:PORT/registry"; the agent GETs
+	// <RegistryURL>/instances/<vm cid>/settings with basic auth. A registry
+	// endpoint in user-data takes precedence.
+	RegistryURL string
+	// RegistryUser and RegistryPassword are the registry's basic-auth
+	// credentials (none if both are empty).
+	RegistryUser, RegistryPassword string
+	// StemcellAPIVersion is the stemcell's api_version: ≥ 2 reads the
+	// metadata service first, else the registry only (default 1).
+	StemcellAPIVersion int
+	// DeviceResolver is identity (default), virtio, mapped or scsi.
+	DeviceResolver string
+	// DeviceTimeout bounds device path resolution (default 30 s).
+	DeviceTimeout time.Duration
+	// DevicePollInterval is the pause between device look-ups (default 100 ms).
+	DevicePollInterval time.Duration
+	// Fetcher gets settings over HTTP (default HTTPFetcher(nil)).
+	Fetcher Fetcher
+	// Transport is the mbus to listen on. When nil the agent connects to the
+	// settings' mbus URL over NATS and closes that connection on Stop.
+	Transport mbus.Transport
+	// Runtime supplies time, randomness and concurrency (default rt.Real(0)).
+	Runtime rt.Runtime
+	// Mode is ModeNormal (default) or ModeOld.
+	Mode Mode
+}
+
+// Agent is a running reference agent on one VM root.
+type Agent struct {
+	cfg      Config
+	r        rt.Runtime
+	root     rootFS
+	resolver Resolver
+	agentID  string
+
+	transport    mbus.Transport
+	ownTransport bool
+	sub          mbus.Subscription
+	stopped      *rt.Event
+	running      *rt.Group
+	actions      map[string]action
+
+	// diskMu serialises actions that read-modify-write files of the root
+	// (hints, mounts, dynamic disk links). Lock order: diskMu before mu.
+	diskMu rt.Mutex
+
+	mu       rt.Mutex
+	settings Settings         // guarded by mu
+	source   string           // guarded by mu
+	tasks    map[string]*task // guarded by mu
+	stopOnce bool             // guarded by mu
+}
+
+// Start reads settings, subscribes to agent.<agent id> and answers
+// requests until Stop. Starting again on the same root after Stop keeps
+// everything the agent keeps on disk (settings cache, hints, mounts, links).
+func Start(cfg Config) (*Agent, error) {
+	if cfg.Root == "" {
+		return nil, errors.New("agent: Config.Root is required")
+	}
+	if err := CheckName("VM CID", cfg.VMCID); err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("agent: VM root: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("agent: VM root %s is not a directory", cfg.Root)
+	}
+	if cfg.Runtime == nil {
+		cfg.Runtime = rt.Real(0)
+	}
+	if cfg.Fetcher == nil {
+		cfg.Fetcher = HTTPFetcher(nil)
+	}
+	if cfg.StemcellAPIVersion <= 0 {
+		cfg.StemcellAPIVersion = 1
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeNormal
+	}
+	if cfg.Mode != ModeNormal && cfg.Mode != ModeOld {
+		return nil, fmt.Errorf("agent: unknown mode %q (want normal or old)", cfg.Mode)
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("agent: VM root: %w", err)
+	}
+	cfg.Root = root
+	r := cfg.Runtime
+	a := &Agent{
+		cfg:     cfg,
+		r:       r,
+		root:    rootFS{dir: root},
+		stopped: rt.NewEvent(r),
+		running: rt.NewGroup(r),
+		diskMu:  r.NewMutex(),
+		mu:      r.NewMutex(),
+		tasks:   map[string]*task{},
+	}
+	a.resolver, err = NewResolver(ResolverConfig{
+		Type:         cfg.DeviceResolver,
+		Root:         root,
+		Runtime:      r,
+		Timeout:      cfg.DeviceTimeout,
+		PollInterval: cfg.DevicePollInterval,
+		Stopped:      a.stopped,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"/var/vcap/bosh", dynamicDisksDir, storeDir} {
+		if err := os.MkdirAll(a.root.host(d), 0o755); err != nil {
+			return nil, fmt.Errorf("agent: preparing %s: %w", d, err)
+		}
+	}
+	// No other goroutine knows a yet: the guarded fields are set directly.
+	a.settings, a.source, err = a.loadSettings()
+	if err != nil {
+		return nil, err
+	}
+	a.agentID = a.settings.AgentID
+	if cfg.AgentID != "" {
+		if a.agentID != "" && a.agentID != cfg.AgentID {
+			return nil, fmt.Errorf("agent: configured agent ID %q differs from the settings' agent_id %q", cfg.AgentID, a.agentID)
+		}
+		a.agentID = cfg.AgentID
+	}
+	if err := mbus.CheckToken("agent ID", a.agentID); err != nil {
+		return nil, fmt.Errorf("agent: settings for %s: %w", cfg.VMCID, err)
+	}
+	a.actions = a.actionTable()
+
+	a.transport = cfg.Transport
+	if a.transport == nil {
+		if a.settings.Mbus == "" {
+			return nil, fmt.Errorf("agent: no Transport configured and the settings for %s have no mbus URL", cfg.VMCID)
+		}
+		n, err := mbus.Connect(mbus.NATSConfig{URL: a.settings.Mbus, Name: "agent." + a.agentID})
+		if err != nil {
+			return nil, err
+		}
+		a.transport, a.ownTransport = n, true
+	}
+	a.sub, err = a.transport.Subscribe(mbus.AgentSubject(a.agentID), a.handle)
+	if err != nil {
+		if a.ownTransport {
+			_ = a.transport.Close()
+		}
+		return nil, err
+	}
+	return a, nil
+}
+
+// Stop stops answering, waits for running tasks to finish (a resolver that
+// is polling gives up), and closes the mbus connection the agent opened.
+// State on disk stays, so Start on the same root resumes. Stop is
+// idempotent.
+func (a *Agent) Stop() {
+	a.mu.Lock()
+	done := a.stopOnce
+	a.stopOnce = true
+	a.mu.Unlock()
+	if done {
+		return
+	}
+	_ = a.sub.Unsubscribe()
+	a.stopped.Set()
+	a.running.Wait()
+	if a.ownTransport {
+		_ = a.transport.Close()
+	}
+}
+
+// AgentID is the agent's ID on the mbus.
+func (a *Agent) AgentID() string { return a.agentID }
+
+// Settings returns the agent's current settings (read at Start, refreshed
+// by mount_disk).
+func (a *Agent) Settings() Settings {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.settings
+}
+
+// SettingsSource says where the current settings came from: SourceMetadata,
+// SourceRegistry or SourceCache.
+func (a *Agent) SettingsSource() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.source
+}
+
+// reloadSettingsLocked fetches the settings again, as upstream's mount_disk
+// does: in the v1 flow the CPI adds a persistent disk to the registry at
+// attach time. On failure the agent keeps what it has. diskMu is held.
+func (a *Agent) reloadSettingsLocked() {
+	s, src, err := a.loadSettings()
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	a.settings, a.source = s, src
+	a.mu.Unlock()
+}
+
+// handle answers one request. Requests without reply_to are dropped, as
+// upstream drops them.
+func (a *Agent) handle(_ string, data []byte) {
+	if a.stopped.IsSet() {
+		return
+	}
+	var req mbus.Request
+	if err := json.Unmarshal(data, &req); err != nil || req.ReplyTo == "" {
+		return
+	}
+	reply := a.dispatch(req.Method, req.Arguments)
+	b, err := json.Marshal(reply)
+	if err != nil {
+		b, _ = json.Marshal(mbus.ExceptionReply("encoding reply: " + err.Error()))
+	}
+	_ = a.transport.Publish(req.ReplyTo, b)
+}
+
+// Dispatch runs one action as a request would and returns its reply:
+// synchronous actions' results, a running task's state for long actions.
+func (a *Agent) Dispatch(method string, args []json.RawMessage) mbus.Reply {
+	return a.dispatch(method, args)
+}
+
+func (a *Agent) dispatch(method string, args []json.RawMessage) mbus.Reply {
+	act, ok := a.actions[method]
+	if !ok {
+		return mbus.ExceptionReply(mbus.UnknownMessage(method))
+	}
+	if !act.async {
+		return result(act.run(args))
+	}
+	t, ok := a.startTask(method, func() (any, error) { return act.run(args) })
+	if !ok {
+		return mbus.ExceptionReply(fmt.Sprintf("Action Failed %s: %v", method, ErrStopped))
+	}
+	return result(mbus.TaskState{AgentTaskID: t, State: mbus.TaskRunning}, nil)
+}
+
+func result(v any, err error) mbus.Reply {
+	if err != nil {
+		return mbus.ExceptionReply(err.Error())
+	}
+	r, err := mbus.ValueReply(v)
+	if err != nil {
+		return mbus.ExceptionReply(err.Error())
+	}
+	return r
+}

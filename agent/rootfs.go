@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// ErrUnsafe is wrapped by every refusal of a CID, hint value or path that
+// could reach outside the VM root.
+var ErrUnsafe = errors.New("agent: refusing unsafe name")
+
+// Limits on names and paths taken from the Director or a CPI.
+const (
+	// MaxNameLen is the longest CID or path element accepted (NAME_MAX).
+	MaxNameLen = 255
+	// MaxPathLen is the longest in-guest path accepted (PATH_MAX).
+	MaxPathLen = 4096
+	// maxSymlinkHops bounds symlink chains when following links in the root.
+	maxSymlinkHops = 40
+)
+
+// CheckName returns an error wrapping ErrUnsafe unless s can be one path
+// element inside the VM root: not empty, not "." or "..", no '/' or NUL, at
+// most MaxNameLen bytes. Disk CIDs are checked with it before they name a
+// symlink or a file entry.
+func CheckName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", ErrUnsafe, what)
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("%w: %s is %d bytes long, more than %d", ErrUnsafe, what, len(s), MaxNameLen)
+	case s == "." || s == "..":
+		return fmt.Errorf("%w: %s %q", ErrUnsafe, what, s)
+	case strings.ContainsAny(s, "/\x00"):
+		return fmt.Errorf("%w: %s %q contains '/' or NUL", ErrUnsafe, what, s)
+	}
+	return nil
+}
+
+// checkGlobToken is CheckName plus no glob metacharacters, for hint values
+// that become part of a glob pattern.
+func checkGlobToken(what, s string) error {
+	if err := CheckName(what, s); err != nil {
+		return err
+	}
+	if strings.ContainsAny(s, `*?[]\`) {
+		return fmt.Errorf("%w: %s %q contains a glob metacharacter", ErrUnsafe, what, s)
+	}
+	return nil
+}
+
+// CheckGuestPath returns an error wrapping ErrUnsafe unless p is an
+// absolute, clean in-guest path ("/dev/sdc"): no "..", no NUL, at most
+// MaxPathLen bytes. Such a path always maps inside the VM root.
+func CheckGuestPath(what, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%w: %s is empty", ErrUnsafe, what)
+	case len(p) > MaxPathLen:
+		return fmt.Errorf("%w: %s is %d bytes long, more than %d", ErrUnsafe, what, len(p), MaxPathLen)
+	case strings.ContainsRune(p, 0):
+		return fmt.Errorf("%w: %s %q contains NUL", ErrUnsafe, what, p)
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Errorf("%w: %s %q is not an absolute path", ErrUnsafe, what, p)
+	case path.Clean(p) != p:
+		return fmt.Errorf("%w: %s %q is not a clean path (\"..\", \"//\" or a trailing '/')", ErrUnsafe, what, p)
+	}
+	for _, el := range strings.Split(p[1:], "/") {
+		if len(el) > MaxNameLen {
+			return fmt.Errorf("%w: %s %q has an element longer than %d bytes", ErrUnsafe, what, p, MaxNameLen)
+		}
+	}
+	return nil
+}
+
+// rootFS maps in-guest paths onto a VM root directory on the host.
+type rootFS struct {
+	dir string // host path of the VM root
+}
+
+// host returns the host path of a guest path checked by CheckGuestPath.
+func (r rootFS) host(guest string) string {
+	return filepath.Join(r.dir, filepath.FromSlash(guest))
+}
+
+// resolve follows symlinks in guest path p as the guest would, never leaving
+// the root: ".." at the root stays at the root, absolute link targets are
+// guest paths. It returns the resolved guest path; when an element does not
+// exist the error wraps fs.ErrNotExist.
+func (r rootFS) resolve(p string) (string, error) {
+	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	cur := "/"
+	hops := 0
+	for len(rest) > 0 {
+		el := rest[0]
+		rest = rest[1:]
+		switch el {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, el)
+		fi, err := os.Lstat(r.host(next))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return path.Join(append([]string{next}, rest...)...), fmt.Errorf("%s: %w", next, fs.ErrNotExist)
+			}
+			return "", fmt.Errorf("agent: resolving %s: %w", p, err)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		hops++
+		if hops > maxSymlinkHops {
+			return "", fmt.Errorf("agent: resolving %s: too many levels of symbolic links", p)
+		}
+		target, err := os.Readlink(r.host(next))
+		if err != nil {
+			return "", fmt.Errorf("agent: resolving %s: %w", p, err)
+		}
+		if strings.ContainsRune(target, 0) {
+			return "", fmt.Errorf("%w: link %s has a NUL in its target", ErrUnsafe, next)
+		}
+		if strings.HasPrefix(target, "/") {
+			cur = "/"
+		}
+		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
+	}
+	return cur, nil
+}
+
+// exists reports whether guest path p exists after following links.
+func (r rootFS) exists(p string) bool {
+	_, err := r.resolve(p)
+	return err == nil
+}
