@@ -1,0 +1,389 @@
+package director
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/rt"
+)
+
+// Config configures a Director. Zero fields take the documented defaults.
+type Config struct {
+	// Runtime supplies time, randomness and concurrency. Default rt.Real(0).
+	Runtime rt.Runtime
+	// Store holds tasks, locks, deployments and disks. Default: a new
+	// store.Memory (nothing survives the process).
+	Store store.Store
+	// CPI is the cloud (required).
+	CPI CPI
+	// Inventory, when set, lists every IaaS disk for restart
+	// reconciliation (see DiskLister). Default: CPI, if it implements
+	// DiskLister; else none.
+	Inventory DiskLister
+	// Agents reaches the agents (required).
+	Agents Agents
+	// UUID is the director's UUID. Default: drawn from the runtime's
+	// "director/ids" stream.
+	UUID string
+	// Name is reported by /info. Default "cpilab".
+	Name string
+	// Knobs select upstream behaviours (CONTRACTS §7); zero is safe.
+	Knobs Knobs
+	// NormalWorkers serve the normal and urgent queues. Default 2.
+	NormalWorkers int
+	// UrgentWorkers serve only the urgent queue. Default 1.
+	UrgentWorkers int
+	// DynamicDiskWorkers serve only the dynamic_disks queue. Default 2;
+	// Knobs.ZeroDynamicDiskWorkers starts none.
+	DynamicDiskWorkers int
+	// LockTimeout bounds waits for deployment locks. Default 10 s.
+	LockTimeout time.Duration
+	// VMLockTimeout bounds waits for VM and disk-name locks. Default 60 s
+	// (upstream's VM_LOCK_TIMEOUT in dynamic-disk jobs).
+	VMLockTimeout time.Duration
+	// LockLease is how long a lock lives unless renewed; jobs renew at
+	// every step. Default 240 s (upstream's lock expiration).
+	LockLease time.Duration
+	// AgentTimeout bounds wait_until_ready after create_vm and attach_disk.
+	// Default 60 s.
+	AgentTimeout time.Duration
+	// AgentPingTimeout is how long recreate and VM delete wait to decide an
+	// agent is unresponsive. Default 5 s.
+	AgentPingTimeout time.Duration
+}
+
+func (c *Config) setDefaults() error {
+	if c.CPI == nil {
+		return errors.New("director: Config.CPI is required")
+	}
+	if c.Agents == nil {
+		return errors.New("director: Config.Agents is required")
+	}
+	if c.Runtime == nil {
+		c.Runtime = rt.Real(0)
+	}
+	if c.Store == nil {
+		c.Store = store.NewMemory()
+	}
+	if c.Inventory == nil {
+		if l, ok := c.CPI.(DiskLister); ok {
+			c.Inventory = l
+		}
+	}
+	if c.Name == "" {
+		c.Name = "cpilab"
+	}
+	def := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	def(&c.NormalWorkers, 2)
+	def(&c.UrgentWorkers, 1)
+	def(&c.DynamicDiskWorkers, 2)
+	defd := func(p *time.Duration, v time.Duration) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	defd(&c.LockTimeout, 10*time.Second)
+	defd(&c.VMLockTimeout, 60*time.Second)
+	defd(&c.LockLease, 240*time.Second)
+	defd(&c.AgentTimeout, 60*time.Second)
+	defd(&c.AgentPingTimeout, 5*time.Second)
+	return nil
+}
+
+// Director is the reference Director for disks: tasks on queues served by
+// workers, jobs that drive the CPI and the agents under leases.
+type Director struct {
+	cfg   Config
+	r     rt.Runtime
+	st    store.Store
+	locks *lockTable
+	group *rt.Group
+
+	mu      rt.Mutex
+	changed rt.Cond            // broadcast when a task ends or a queue gains a task
+	queues  map[string][]int64 // guarded by mu: queued task IDs per queue
+	waiters map[int64]int      // guarded by mu: WaitTask callers per task
+	ended   map[int64]bool     // guarded by mu: waited-on tasks that ended
+	closed  bool               // guarded by mu
+}
+
+// New starts a director: it recovers the store (failing tasks that were in
+// flight and reconciling the IaaS, see Recover), then starts the workers.
+func New(cfg Config) (*Director, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	d := &Director{cfg: cfg, r: cfg.Runtime, st: cfg.Store, queues: map[string][]int64{},
+		waiters: map[int64]int{}, ended: map[int64]bool{}}
+	d.mu = d.r.NewMutex()
+	d.changed = d.r.NewCond(d.mu)
+	d.locks = newLockTable(d.r, d.st, cfg.LockLease)
+	d.group = rt.NewGroup(d.r)
+	if d.cfg.UUID == "" {
+		d.cfg.UUID = newUUID(d.r)
+	}
+	if err := d.recover(); err != nil {
+		return nil, err
+	}
+	start := func(prefix string, n int, queues ...string) {
+		for i := 1; i <= n; i++ {
+			d.group.Go(fmt.Sprintf("director/%s_worker_%d", prefix, i), func() { d.work(queues) })
+		}
+	}
+	start("normal", cfg.NormalWorkers, QueueUrgent, QueueNormal)
+	start("urgent", cfg.UrgentWorkers, QueueUrgent)
+	if !cfg.Knobs.ZeroDynamicDiskWorkers {
+		start("dynamic_disks", cfg.DynamicDiskWorkers, QueueDynamicDisks)
+	}
+	return d, nil
+}
+
+// UUID is the director's UUID.
+func (d *Director) UUID() string { return d.cfg.UUID }
+
+// Knobs are the behaviour knobs the director runs with.
+func (d *Director) Knobs() Knobs { return d.cfg.Knobs }
+
+// Close stops taking tasks, lets running tasks finish and waits for the
+// workers. Queued tasks stay queued in the store for the next start.
+func (d *Director) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.changed.Broadcast()
+	d.mu.Unlock()
+	d.group.Wait()
+	return nil
+}
+
+// work is a worker's loop: take the oldest task of the first non-empty queue
+// in queues (in that priority order) and run it.
+func (d *Director) work(queues []string) {
+	for {
+		d.mu.Lock()
+		var id int64
+		for id == 0 && !d.closed {
+			for _, q := range queues {
+				if len(d.queues[q]) > 0 {
+					id = d.queues[q][0]
+					d.queues[q] = d.queues[q][1:]
+					break
+				}
+			}
+			if id == 0 && !d.closed {
+				d.changed.Wait()
+			}
+		}
+		d.mu.Unlock()
+		if id == 0 {
+			return
+		}
+		d.runTask(id)
+	}
+}
+
+// enqueue records a queued task durably and hands it to the workers. Once
+// it returns, the task survives a crash.
+func (d *Director) enqueue(user, typ, deployment, description string, args any) (int64, error) {
+	spec, ok := jobSpecs[typ]
+	if !ok {
+		return 0, fmt.Errorf("director: unknown job %q", typ)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return 0, fmt.Errorf("director: encode %s arguments: %w", typ, err)
+	}
+	var id int64
+	err = d.st.Update(func(tx store.Tx) error {
+		var err error
+		if id, err = tx.NextID("tasks"); err != nil {
+			return err
+		}
+		t := Task{ID: id, Type: typ, Queue: spec.queue, State: TaskQueued, Description: description,
+			Deployment: deployment, User: user, Args: raw, CreatedAt: d.r.Now()}
+		return tx.Insert(store.Tasks, store.IDKey(id), t)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("director: record task: %w", err)
+	}
+	d.push(spec.queue, id)
+	return id, nil
+}
+
+func (d *Director) push(queue string, id int64) {
+	d.mu.Lock()
+	d.queues[queue] = append(d.queues[queue], id)
+	d.changed.Broadcast()
+	d.mu.Unlock()
+}
+
+// QueueLen is the number of tasks waiting on a queue.
+func (d *Director) QueueLen(queue string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.queues[queue])
+}
+
+// Task returns the task with the given ID.
+func (d *Director) Task(id int64) (Task, error) {
+	var t Task
+	var ok bool
+	err := d.st.View(func(tx store.Tx) error {
+		var err error
+		ok, err = tx.Get(store.Tasks, store.IDKey(id), &t)
+		return err
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	if !ok {
+		return Task{}, notFound("task %d not found", id)
+	}
+	return t, nil
+}
+
+// Tasks lists tasks, newest first, at most limit (≤ 0: all), keeping those
+// for which keep returns true (nil: all).
+func (d *Director) Tasks(limit int, keep func(*Task) bool) ([]Task, error) {
+	var out []Task
+	err := d.st.View(func(tx store.Tx) error {
+		return tx.List(store.Tasks, func(_ string, raw []byte) error {
+			var t Task
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return err
+			}
+			if keep == nil || keep(&t) {
+				out = append(out, t)
+			}
+			return nil
+		})
+	})
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
+}
+
+// WaitTask waits up to timeout on the runtime's clock (≤ 0: forever) for the
+// task to reach a final state and returns it; on time-out it returns the task
+// as it is and an error.
+func (d *Director) WaitTask(id int64, timeout time.Duration) (Task, error) {
+	deadline := d.r.Now().Add(timeout)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.waiters[id]++
+	defer func() {
+		if d.waiters[id]--; d.waiters[id] == 0 {
+			delete(d.waiters, id)
+			delete(d.ended, id)
+		}
+	}()
+	for load := true; ; load = d.ended[id] {
+		if !load && !d.closed {
+			// Woken by another task's end or a queue push: nothing to reread.
+			if !d.waitChangeLocked(timeout, deadline) {
+				t, err := d.Task(id)
+				if err == nil && !t.State.Final() {
+					err = fmt.Errorf("task %d still %s after %s", id, t.State, timeout)
+				}
+				return t, err
+			}
+			continue
+		}
+		t, err := d.Task(id)
+		if err != nil || t.State.Final() {
+			return t, err
+		}
+		if d.closed {
+			return t, fmt.Errorf("director closed while task %d was %s", id, t.State)
+		}
+		if !d.waitChangeLocked(timeout, deadline) {
+			return t, fmt.Errorf("task %d still %s after %s", id, t.State, timeout)
+		}
+	}
+}
+
+// waitChangeLocked waits for a broadcast; false when the deadline passed.
+func (d *Director) waitChangeLocked(timeout time.Duration, deadline time.Time) bool {
+	if timeout <= 0 {
+		d.changed.Wait()
+		return true
+	}
+	left := deadline.Sub(d.r.Now())
+	if left <= 0 {
+		return false
+	}
+	d.changed.WaitFor(left)
+	return true
+}
+
+// taskEnded wakes WaitTask callers.
+func (d *Director) taskEnded(id int64) {
+	d.mu.Lock()
+	if d.waiters[id] > 0 {
+		d.ended[id] = true
+	}
+	d.changed.Broadcast()
+	d.mu.Unlock()
+}
+
+// saveTask writes t.
+func (d *Director) saveTask(t *Task) error {
+	return d.st.Update(func(tx store.Tx) error { return tx.Put(store.Tasks, store.IDKey(t.ID), t) })
+}
+
+// runTask runs one queued task to a final state.
+func (d *Director) runTask(id int64) {
+	t, err := d.Task(id)
+	if err != nil || t.State != TaskQueued {
+		return
+	}
+	t.State = TaskProcessing
+	t.StartedAt = d.r.Now()
+	if err := d.saveTask(&t); err != nil {
+		return
+	}
+	j := &job{d: d, task: &t}
+	result, err := d.runJob(j)
+	t.EndedAt = d.r.Now() // before the release: lock spans end no later
+	for _, h := range j.held {
+		h.release()
+	}
+	if err != nil {
+		t.State = TaskError
+		t.Error = err.Error()
+		j.debugf("task failed: %v", err)
+	} else {
+		t.State = TaskDone
+		if result != nil {
+			b, merr := json.Marshal(result)
+			if merr != nil {
+				t.State, t.Error = TaskError, "encode result: "+merr.Error()
+			} else {
+				t.Result = b
+			}
+		}
+	}
+	_ = d.saveTask(&t)
+	d.taskEnded(t.ID)
+}
+
+// runJob runs the job, turning a panic into a task error.
+func (d *Director) runJob(j *job) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("job %s panicked: %v", j.task.Type, p)
+		}
+	}()
+	spec := jobSpecs[j.task.Type]
+	return spec.run(j, j.task.Args)
+}

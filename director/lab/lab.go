@@ -1,0 +1,329 @@
+// Package lab wires a director to a whole fake world: fakeiaas with the
+// reference CPI (in process, through a cpiv2.Loopback with a Director caller
+// profile), a reference agent booted on every VM, and an mbus between the
+// director and the agents. Tests, benchmarks, the simulator and
+// `cpilab director` use it, so that each of them runs the real pieces.
+//
+//	l, err := lab.New(lab.Config{DataDir: dir})
+//	if err != nil { … }
+//	defer l.Close()
+//	d, err := director.New(director.Config{CPI: l.CPI, Agents: l.Agents, Inventory: l})
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cpilab/cpilab/agent"
+	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fakeiaas/refcpi"
+	"github.com/cpilab/cpilab/mbus"
+	"github.com/cpilab/cpilab/rt"
+)
+
+// Config configures New.
+type Config struct {
+	// Runtime supplies time, randomness and concurrency to every piece.
+	// Default rt.Real(0).
+	Runtime rt.Runtime
+	// DataDir holds fakeiaas's VM roots and disk files (required).
+	DataDir string
+	// FakeIaaSStore is fakeiaas's store: "memory" (default) or "sqlite"
+	// (durable in DataDir).
+	FakeIaaSStore string
+	// Transport is the mbus. Default mbus.NewMemory(Runtime).
+	Transport mbus.Transport
+	// CPIProfile is the caller profile the director speaks CPI with.
+	// Default cpiv2.ProfileDirectorCurrent.
+	CPIProfile cpiv2.Profile
+	// CPICommand, when set, runs the CPI as an executable (the reference
+	// CPI: bin/fakeiaas-cpi) through cpiv2.Runner, as the Director does: the
+	// cloud is then served over HTTP on loopback and a cpi.json is written
+	// to DataDir. Default: the reference CPI in process.
+	CPICommand []string
+	// CPIMaxAPIVersion caps the reference CPI's api_version
+	// (debug.cpi.api_version). Default 3.
+	CPIMaxAPIVersion int
+	// DirectorUUID names the director on the mbus. Default "director".
+	DirectorUUID string
+	// AgentTaskPollInterval is the agent client's pause between get_task
+	// polls of a long agent action. Default 10 ms (upstream: 1 s).
+	AgentTaskPollInterval time.Duration
+	// AgentRequestTimeout bounds the agent client's wait for one reply.
+	// Default 45 s (mbus.DefaultTimeout).
+	AgentRequestTimeout time.Duration
+	// BootDelay, when > 0, boots each VM's agent that long (on the
+	// runtime's clock) after fakeiaas starts the VM, in a logical goroutine,
+	// as a real VM takes time to boot. Default 0: the agent is up when
+	// create_vm (or a restarting attach_disk) returns.
+	BootDelay time.Duration
+	// AgentMode is the mode of agents booted from now on (SetAgentMode
+	// changes it). Default agent.ModeNormal.
+	AgentMode agent.Mode
+}
+
+// Lab is a running fake world.
+type Lab struct {
+	// Cloud is the fake IaaS (its State is the oracle).
+	Cloud *fakeiaas.Cloud
+	// CPI is the reference CPI behind a Loopback caller.
+	CPI cpiv2.CPI
+	// Transport is the mbus.
+	Transport mbus.Transport
+	// Agents is the director-side agent client.
+	Agents *mbus.Client
+	// Server serves Cloud over HTTP when Config.CPICommand is set; nil
+	// otherwise.
+	Server *fakeiaas.Server
+
+	h *hooks
+}
+
+// New builds a lab.
+func New(cfg Config) (*Lab, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("lab: Config.DataDir is required")
+	}
+	if cfg.Runtime == nil {
+		cfg.Runtime = rt.Real(0)
+	}
+	if cfg.FakeIaaSStore == "" {
+		cfg.FakeIaaSStore = "memory"
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = mbus.NewMemory(cfg.Runtime)
+	}
+	if cfg.CPIProfile.Name == "" {
+		cfg.CPIProfile = cpiv2.ProfileDirectorCurrent
+	}
+	if cfg.CPIMaxAPIVersion == 0 {
+		cfg.CPIMaxAPIVersion = 3
+	}
+	if cfg.DirectorUUID == "" {
+		cfg.DirectorUUID = "director"
+	}
+	if cfg.AgentTaskPollInterval <= 0 {
+		cfg.AgentTaskPollInterval = 10 * time.Millisecond
+	}
+	if cfg.AgentMode == "" {
+		cfg.AgentMode = agent.ModeNormal
+	}
+	h := &hooks{r: cfg.Runtime, tr: cfg.Transport, mode: cfg.AgentMode, delay: cfg.BootDelay,
+		agents: map[string]*agent.Agent{}, gen: map[string]int{}}
+	cloud, err := fakeiaas.New(fakeiaas.Config{DataDir: cfg.DataDir, Store: cfg.FakeIaaSStore, Runtime: cfg.Runtime, Hooks: h})
+	if err != nil {
+		return nil, fmt.Errorf("lab: fakeiaas: %w", err)
+	}
+	h.fetch = agent.HandlerFetcher(cloud.Handler())
+	// VMs left by a previous run are still running: boot their agents.
+	st, err := cloud.State(context.Background())
+	if err != nil {
+		_ = cloud.Close()
+		return nil, fmt.Errorf("lab: fakeiaas state: %w", err)
+	}
+	for _, vm := range st.VMs {
+		if err := h.Boot(fakeiaas.BootInfo{VMCID: vm.CID.String(), AgentID: vm.AgentID, Root: cloud.VMRoot(vm.CID),
+			StemcellAPIVersion: vm.StemcellAPIVersion, DeviceResolver: vm.DeviceResolver}); err != nil {
+			_ = cloud.Close()
+			return nil, err
+		}
+	}
+	l := &Lab{Cloud: cloud, Transport: cfg.Transport, h: h}
+	if len(cfg.CPICommand) > 0 {
+		if err := l.execCPI(cfg); err != nil {
+			_ = cloud.Close()
+			return nil, err
+		}
+	} else {
+		cpi := refcpi.New(refcpi.Config{MaxAPIVersion: cfg.CPIMaxAPIVersion, Registry: cloud,
+			RegistryEndpoint: registryURL, MBus: "memory://", Runtime: cfg.Runtime}, cloud)
+		l.CPI = cpiv2.NewLoopback(cpi, cpiv2.LoopbackConfig{Profile: cfg.CPIProfile, MaxAPIVersion: cpi.MaxAPIVersion(),
+			DirectorUUID: cfg.DirectorUUID})
+	}
+	client, err := mbus.NewClient(mbus.ClientConfig{Transport: cfg.Transport, Runtime: cfg.Runtime, DirectorUUID: cfg.DirectorUUID,
+		TaskPollInterval: cfg.AgentTaskPollInterval, Timeout: cfg.AgentRequestTimeout})
+	if err != nil {
+		l.closeCloud()
+		return nil, fmt.Errorf("lab: mbus client: %w", err)
+	}
+	l.Agents = client
+	return l, nil
+}
+
+// execCPI serves the cloud and points a cpiv2.Runner at the CPI command.
+func (l *Lab) execCPI(cfg Config) error {
+	srv, err := fakeiaas.Serve(fakeiaas.ServeConfig{Cloud: l.Cloud})
+	if err != nil {
+		return fmt.Errorf("lab: serve fakeiaas: %w", err)
+	}
+	l.Server = srv
+	props := map[string]any{
+		"fakeiaas": map[string]any{"url": srv.URL(), "retry": map[string]any{"max_attempts": 5, "base_delay_ms": 10}},
+		"registry": map[string]any{"endpoint": srv.URL() + "/registry"},
+		"agent":    map[string]any{"mbus": "memory://"},
+		"debug":    map[string]any{"cpi": map[string]any{"api_version": cfg.CPIMaxAPIVersion}},
+	}
+	b, err := json.MarshalIndent(map[string]any{"cloud": map[string]any{"plugin": "fakeiaas", "properties": props}}, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.DataDir, "cpi.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("lab: write %s: %w", path, err)
+	}
+	argv := append(append([]string(nil), cfg.CPICommand...), "-configPath", path)
+	l.CPI = cpiv2.NewRunner(cpiv2.RunnerConfig{Command: argv, Profile: cfg.CPIProfile, DirectorUUID: cfg.DirectorUUID})
+	return nil
+}
+
+func (l *Lab) closeCloud() error {
+	var err error
+	if l.Server != nil {
+		err = l.Server.Close()
+	}
+	return errors.Join(err, l.Cloud.Close())
+}
+
+// The agents fetch settings through the cloud's handler in process; these
+// URLs only carry the paths.
+const (
+	metadataURL = "http://fakeiaas.invalid/metadata"
+	registryURL = "http://fakeiaas.invalid/registry"
+)
+
+// SetAgentMode sets the mode of agents booted from now on (agent.ModeOld
+// reproduces race h).
+func (l *Lab) SetAgentMode(m agent.Mode) {
+	l.h.mu.Lock()
+	l.h.mode = m
+	l.h.mu.Unlock()
+}
+
+// Agent returns the running agent of a VM, if any.
+func (l *Lab) Agent(vmCID string) (*agent.Agent, bool) {
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	a, ok := l.h.agents[vmCID]
+	return a, ok
+}
+
+// ListDisks lists every IaaS disk: the director's restart reconciliation
+// uses it (director.DiskLister).
+func (l *Lab) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) {
+	st, err := l.Cloud.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cpiv2.DiskCID, 0, len(st.Disks))
+	for _, d := range st.Disks {
+		out = append(out, d.CID)
+	}
+	return out, nil
+}
+
+// Close stops the agents, the client and the cloud.
+func (l *Lab) Close() error {
+	l.h.mu.Lock()
+	agents := l.h.agents
+	l.h.agents = map[string]*agent.Agent{}
+	l.h.mu.Unlock()
+	for _, cid := range slices.Sorted(maps.Keys(agents)) { // a deterministic order
+		agents[cid].Stop()
+	}
+	err := l.Agents.Close()
+	return errors.Join(err, l.closeCloud())
+}
+
+// hooks boots a reference agent on every VM fakeiaas boots.
+type hooks struct {
+	r     rt.Runtime
+	tr    mbus.Transport
+	fetch agent.Fetcher // set once, before the first boot
+	delay time.Duration
+
+	mu     sync.Mutex              // a leaf lock, never held across a call
+	mode   agent.Mode              // guarded by mu
+	agents map[string]*agent.Agent // guarded by mu; by VM CID
+	gen    map[string]int          // guarded by mu; by VM CID: bumped by Halt
+}
+
+func (h *hooks) Boot(bi fakeiaas.BootInfo) error {
+	h.mu.Lock()
+	mode, gen := h.mode, h.gen[bi.VMCID]
+	h.mu.Unlock()
+	if h.delay <= 0 && h.boot(bi, mode, gen) == nil {
+		return nil
+	}
+	// Boot later, or again: a real agent retries fetching its settings (in
+	// the registry flow the CPI writes them after create_vm booted the VM).
+	h.r.Go("lab/boot/"+bi.VMCID, func() {
+		h.r.Sleep(h.delay)
+		for range bootAttempts {
+			if h.boot(bi, mode, gen) == nil || h.halted(bi.VMCID, gen) {
+				return
+			}
+			h.r.Sleep(bootRetry)
+		}
+	})
+	return nil
+}
+
+// An agent that cannot fetch its settings retries every bootRetry, up to
+// bootAttempts times.
+const (
+	bootRetry    = 10 * time.Millisecond
+	bootAttempts = 1000
+)
+
+func (h *hooks) halted(vmCID string, gen int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen[vmCID] != gen
+}
+
+func (h *hooks) boot(bi fakeiaas.BootInfo, mode agent.Mode, gen int) error {
+	a, err := agent.Start(agent.Config{
+		Root: bi.Root, VMCID: bi.VMCID, AgentID: bi.AgentID,
+		MetadataURL: metadataURL, RegistryURL: registryURL,
+		RegistryUser: bi.RegistryUser, RegistryPassword: bi.RegistryPassword,
+		StemcellAPIVersion: bi.StemcellAPIVersion, DeviceResolver: bi.DeviceResolver,
+		Fetcher: h.fetch, Transport: h.tr, Runtime: h.r, Mode: mode,
+	})
+	if err != nil {
+		return fmt.Errorf("lab: boot agent on %s: %w", bi.VMCID, err)
+	}
+	h.mu.Lock()
+	if h.gen[bi.VMCID] != gen { // halted while booting
+		h.mu.Unlock()
+		a.Stop()
+		return nil
+	}
+	old := h.agents[bi.VMCID]
+	h.agents[bi.VMCID] = a
+	h.mu.Unlock()
+	if old != nil {
+		old.Stop()
+	}
+	return nil
+}
+
+func (h *hooks) Halt(vmCID string) {
+	h.mu.Lock()
+	a := h.agents[vmCID]
+	delete(h.agents, vmCID)
+	h.gen[vmCID]++
+	h.mu.Unlock()
+	if a != nil {
+		a.Stop()
+	}
+}

@@ -1,0 +1,190 @@
+// Package launch runs a complete reference Director for `cpilab director`:
+// the HTTP API (TLS on loopback, token auth) over a director with a SQLite
+// store, an mbus (an embedded NATS server unless a URL is given), and
+// fakeiaas with the reference CPI (in process, or the fakeiaas-cpi
+// executable), with a reference agent booted on every VM.
+//
+//	err := launch.Run(ctx, launch.Config{DataDir: dir, Out: os.Stdout})
+//
+// Run prints the URL, the CA certificate path and the admin credentials to
+// Out, then serves until ctx is done.
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/lab"
+	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/mbus"
+	"github.com/cpilab/cpilab/rt"
+)
+
+// Config configures Run. Zero fields take the documented defaults.
+type Config struct {
+	// DataDir holds director.db (SQLite), the fake cloud (fakeiaas/),
+	// unpacked stemcells and ca.pem (required; created when missing).
+	DataDir string
+	// Listen is the API's address. Default "127.0.0.1:25555".
+	Listen string
+	// PlainHTTP serves the API without TLS. Default false.
+	PlainHTTP bool
+	// Profile is the knob profile: "reference" (default) or "upstream".
+	Profile string
+	// CPIProfile is the CPI caller profile: "director-v1", "director-v2"
+	// or "director-current" (default).
+	CPIProfile string
+	// CPIMaxAPIVersion caps the reference CPI's api_version (default 3).
+	CPIMaxAPIVersion int
+	// CPICommand runs the reference CPI executable (e.g.
+	// ["bin/fakeiaas-cpi"]) instead of the in-process one.
+	CPICommand []string
+	// NATSURL is an external NATS server for the mbus. Default: an
+	// embedded nats-server on 127.0.0.1 and a free port.
+	NATSURL string
+	// Users are the local users. Default: "admin" with bosh.admin and a
+	// random password, printed to Out.
+	Users []director.User
+	// NormalWorkers, UrgentWorkers and DynamicDiskWorkers are
+	// director.Config's (defaults 2, 1, 2).
+	NormalWorkers, UrgentWorkers, DynamicDiskWorkers int
+	// Out receives the start-up banner. Default os.Stdout.
+	Out io.Writer
+	// Ready, when set, is called once the API serves.
+	Ready func(Info)
+}
+
+// Info describes a running director.
+type Info struct {
+	URL        string
+	CACertPath string // "" for plain HTTP
+	CACertPEM  []byte
+	Users      []director.User
+}
+
+// Run starts everything, serves until ctx is done, then shuts down in
+// reverse order.
+func Run(ctx context.Context, cfg Config) (err error) {
+	if cfg.DataDir == "" {
+		return errors.New("launch: Config.DataDir is required")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:25555"
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	knobs, err := director.Profile(cfg.Profile)
+	if err != nil {
+		return err
+	}
+	cpiProfile := cpiv2.ProfileDirectorCurrent
+	if cfg.CPIProfile != "" {
+		if cpiProfile, err = cpiv2.ParseProfile(cfg.CPIProfile); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, closers[i]())
+		}
+	}()
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		srv, err := mbus.StartEmbedded(mbus.EmbeddedConfig{})
+		if err != nil {
+			return fmt.Errorf("launch: embedded NATS: %w", err)
+		}
+		closers = append(closers, func() error { srv.Shutdown(); return nil })
+		natsURL = srv.URL()
+	}
+	tr, err := mbus.Connect(mbus.NATSConfig{URL: natsURL})
+	if err != nil {
+		return fmt.Errorf("launch: mbus %s: %w", natsURL, err)
+	}
+	closers = append(closers, tr.Close)
+	r := rt.Real(uint64(time.Now().UnixNano()))
+	uuid := "director-" + randomHex(8)
+	l, err := lab.New(lab.Config{Runtime: r, DataDir: filepath.Join(cfg.DataDir, "fakeiaas"), FakeIaaSStore: "sqlite",
+		Transport: tr, CPIProfile: cpiProfile, CPIMaxAPIVersion: cfg.CPIMaxAPIVersion, CPICommand: cfg.CPICommand,
+		DirectorUUID: uuid})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, l.Close)
+	st, err := store.OpenSQLite(filepath.Join(cfg.DataDir, "director.db"))
+	if err != nil {
+		return err
+	}
+	closers = append(closers, st.Close)
+	d, err := director.New(director.Config{Runtime: r, Store: st, CPI: l.CPI, Inventory: l, Agents: l.Agents,
+		UUID: uuid, Knobs: knobs, NormalWorkers: cfg.NormalWorkers, UrgentWorkers: cfg.UrgentWorkers,
+		DynamicDiskWorkers: cfg.DynamicDiskWorkers})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, d.Close)
+	users := cfg.Users
+	if len(users) == 0 {
+		users = []director.User{{Name: "admin", Password: randomHex(12), Scopes: []string{director.ScopeAdmin}}}
+	}
+	auth, err := director.NewAuth(director.AuthConfig{Users: users, Runtime: r})
+	if err != nil {
+		return err
+	}
+	api, err := director.NewAPI(director.APIConfig{Director: d, Auth: auth, DataDir: filepath.Join(cfg.DataDir, "stemcells")})
+	if err != nil {
+		return err
+	}
+	srv, err := director.Serve(director.ServeConfig{Handler: api.Handler(), Addr: cfg.Listen, PlainHTTP: cfg.PlainHTTP})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, srv.Close)
+	info := Info{URL: srv.URL(), CACertPEM: srv.CACertPEM(), Users: users}
+	if len(info.CACertPEM) > 0 {
+		info.CACertPath = filepath.Join(cfg.DataDir, "ca.pem")
+		if err := os.WriteFile(info.CACertPath, info.CACertPEM, 0o644); err != nil {
+			return fmt.Errorf("launch: %w", err)
+		}
+	}
+	fmt.Fprintf(cfg.Out, "cpilab director %s (profile %s, CPI caller %s, mbus %s)\n  url: %s\n", uuid,
+		orDefault(cfg.Profile, director.ProfileReference), cpiProfile.Name, natsURL, info.URL)
+	if info.CACertPath != "" {
+		fmt.Fprintf(cfg.Out, "  ca_cert: %s\n", info.CACertPath)
+	}
+	if len(cfg.Users) == 0 {
+		fmt.Fprintf(cfg.Out, "  user: admin  password: %s\n", users[0].Password)
+	}
+	if cfg.Ready != nil {
+		cfg.Ready(info)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

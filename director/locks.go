@@ -1,0 +1,182 @@
+package director
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/rt"
+)
+
+// Lock names. A VM lock is named by the instance that owns the VM slot, so it
+// also covers the gap of a recreate, when the instance has no VM CID.
+func deploymentLock(name string) string { return "lock:deployment:" + name }
+func vmLock(instanceID string) string   { return "lock:vm:" + instanceID }
+func diskLock(diskName string) string   { return "lock:disk:" + diskName }
+
+// ErrLockTimeout is returned (wrapped) when a lock was not acquired in time.
+var ErrLockTimeout = errors.New("failed to acquire lock")
+
+// ErrLockLost is returned (wrapped) when a held lease expired and another
+// holder took the lock.
+var ErrLockLost = errors.New("lock lost")
+
+// lockTable is the director's lock table: leases on the runtime's clock. A
+// set of names is acquired atomically (all or none), so holders never
+// deadlock on order. Held locks are mirrored to the store for inspection;
+// on restart the table starts empty (in-flight tasks are failed).
+//
+// Lock order: lockTable.mu is a leaf lock; no other lock is taken under it
+// except the store's.
+type lockTable struct {
+	r     rt.Runtime
+	st    store.Store
+	lease time.Duration
+
+	mu   rt.Mutex
+	c    rt.Cond
+	held map[string]*lease // guarded by mu
+	seq  int64             // guarded by mu
+}
+
+type lease struct {
+	owner   string
+	taskID  int64
+	expires time.Time
+}
+
+func newLockTable(r rt.Runtime, st store.Store, leaseFor time.Duration) *lockTable {
+	m := r.NewMutex()
+	return &lockTable{r: r, st: st, lease: leaseFor, mu: m, c: r.NewCond(m), held: map[string]*lease{}}
+}
+
+// heldLocks is a set of acquired leases.
+type heldLocks struct {
+	t     *lockTable
+	names []string
+	owner string
+}
+
+// acquire takes every name in names, waiting up to timeout on the runtime's
+// clock for all of them to be free (or their leases expired).
+func (t *lockTable) acquire(names []string, taskID int64, timeout time.Duration) (*heldLocks, error) {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	t.mu.Lock()
+	t.seq++
+	owner := fmt.Sprintf("task-%d/%d", taskID, t.seq)
+	deadline := t.r.Now().Add(timeout)
+	for {
+		now := t.r.Now()
+		free := true
+		next := deadline
+		for _, n := range names {
+			if l, ok := t.held[n]; ok && now.Before(l.expires) {
+				free = false
+				if l.expires.Before(next) {
+					next = l.expires
+				}
+			}
+		}
+		if free {
+			exp := now.Add(t.lease)
+			for _, n := range names {
+				t.held[n] = &lease{owner: owner, taskID: taskID, expires: exp}
+			}
+			t.mu.Unlock()
+			t.mirror(names, owner, taskID, exp)
+			return &heldLocks{t: t, names: names, owner: owner}, nil
+		}
+		if !now.Before(deadline) {
+			busy := t.holdersLocked(names)
+			t.mu.Unlock()
+			return nil, fmt.Errorf("%w %v within %s (held by %s)", ErrLockTimeout, names, timeout, busy)
+		}
+		t.c.WaitFor(next.Sub(now))
+	}
+}
+
+func (t *lockTable) holdersLocked(names []string) string {
+	var out []string
+	for _, n := range names {
+		if l, ok := t.held[n]; ok {
+			out = append(out, fmt.Sprintf("%s: task %d", n, l.taskID))
+		}
+	}
+	return fmt.Sprint(out)
+}
+
+// renew extends the leases; it fails with ErrLockLost if one expired and was
+// taken over.
+func (h *heldLocks) renew() error {
+	if h == nil {
+		return nil
+	}
+	t := h.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	exp := t.r.Now().Add(t.lease)
+	for _, n := range h.names {
+		l, ok := t.held[n]
+		if !ok || l.owner != h.owner {
+			return fmt.Errorf("%w: %s (lease of %s expired)", ErrLockLost, n, t.lease)
+		}
+		l.expires = exp
+	}
+	return nil
+}
+
+// release frees the leases still owned by h. Releasing nil does nothing.
+func (h *heldLocks) release() {
+	if h == nil {
+		return
+	}
+	t := h.t
+	t.mu.Lock()
+	var freed []string
+	for _, n := range h.names {
+		if l, ok := t.held[n]; ok && l.owner == h.owner {
+			delete(t.held, n)
+			freed = append(freed, n)
+		}
+	}
+	t.c.Broadcast()
+	t.mu.Unlock()
+	if len(freed) > 0 {
+		_ = t.st.Update(func(tx store.Tx) error {
+			for _, n := range freed {
+				if err := tx.Delete(store.Locks, n); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// mirror records acquired locks in the store; failures only lose the
+// inspection copy, never the lock.
+func (t *lockTable) mirror(names []string, owner string, taskID int64, exp time.Time) {
+	_ = t.st.Update(func(tx store.Tx) error {
+		for _, n := range names {
+			if err := tx.Put(store.Locks, n, LockRecord{Name: n, Owner: owner, TaskID: taskID, ExpiresAt: exp}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// holder returns the task holding name, if it is held.
+func (t *lockTable) holder(name string) (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.held[name]
+	if !ok || !t.r.Now().Before(l.expires) {
+		return 0, false
+	}
+	return l.taskID, true
+}

@@ -1,0 +1,238 @@
+package director
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/director/store"
+)
+
+// ReasonRestarted is the error of a task that was processing when the
+// director stopped.
+const ReasonRestarted = "director restarted while this task was processing; its work was reconciled"
+
+// recover runs at start, before the workers: tasks in flight end as error,
+// queued tasks are queued again, and the IaaS is reconciled with the store.
+func (d *Director) recover() error {
+	var requeue []Task
+	err := d.st.Update(func(tx store.Tx) error {
+		var fail []Task
+		if err := tx.List(store.Tasks, func(_ string, raw []byte) error {
+			var t Task
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return err
+			}
+			switch t.State {
+			case TaskProcessing:
+				fail = append(fail, t)
+			case TaskQueued:
+				requeue = append(requeue, t)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, t := range fail {
+			t.State, t.Error, t.EndedAt = TaskError, ReasonRestarted, d.r.Now()
+			if err := tx.Put(store.Tasks, store.IDKey(t.ID), t); err != nil {
+				return err
+			}
+		}
+		// Locks died with the process that held them.
+		var names []string
+		if err := tx.List(store.Locks, func(key string, _ []byte) error {
+			names = append(names, key)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := tx.Delete(store.Locks, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("director: recover tasks: %w", err)
+	}
+	if err := d.Reconcile(); err != nil {
+		return fmt.Errorf("director: reconcile: %w", err)
+	}
+	for _, t := range requeue {
+		d.push(t.Queue, t.ID)
+	}
+	return nil
+}
+
+// Reconcile brings the store and the IaaS back in line after a crash (New
+// calls it before starting workers; it must not run beside jobs):
+//
+//   - a disk whose create_disk was in flight (no CID recorded) loses its
+//     record; with an Inventory, any IaaS disk the director does not know is
+//     recorded as an orphaned disk;
+//   - an attach in flight is undone (detach_disk), leaving the disk
+//     detached: the orchestrator provides it again;
+//   - a detach in flight is finished; a delete in flight is finished;
+//   - a record naming a deleted VM loses its attachment;
+//   - each VM's get_disks is compared with the records: a known disk
+//     attached without a record of it is detached; an unknown disk is
+//     detached and recorded as an orphaned disk.
+func (d *Director) Reconcile() error {
+	ctx := context.Background()
+	disks, err := d.listDynamicDisks(nil)
+	if err != nil {
+		return err
+	}
+	vms, err := listAll[VM](d.st, store.VMs, nil)
+	if err != nil {
+		return err
+	}
+	vmByCID := map[string]VM{}
+	for _, v := range vms {
+		vmByCID[v.CID] = v
+	}
+	put := func(dd DynamicDisk) error {
+		return d.st.Update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, dd) })
+	}
+	del := func(name string) error {
+		return d.st.Update(func(tx store.Tx) error { return tx.Delete(store.DynamicDisks, name) })
+	}
+	detach := func(vmCID, diskCID string) error {
+		v := vmByCID[vmCID]
+		// Best effort: the agent may hold a link to the disk. An agent that
+		// does not answer keeps it; detach_disk needs no agent.
+		if v.AgentID != "" && d.cfg.Agents.WaitUntilReady(v.AgentID, d.cfg.AgentPingTimeout) == nil {
+			_, _ = d.cfg.Agents.Run(v.AgentID, agentRemoveDynamicDisk, diskCID)
+		}
+		err := d.cfg.CPI.DetachDisk(cpiCtxFor(ctx, v.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](vmCID),
+			cpiv2.MustCID[cpiv2.DiskKind](diskCID))
+		if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) || errors.Is(err, cpiv2.ErrDiskNotFound) {
+			return nil
+		}
+		return err
+	}
+	for _, dd := range disks {
+		switch dd.State {
+		case DiskCreating:
+			if err := del(dd.Name); err != nil {
+				return err
+			}
+			continue
+		case DiskAttaching, DiskDetaching:
+			if err := detach(dd.VMCID, dd.CID); err != nil {
+				return fmt.Errorf("finish detach of %s from %s: %w", dd.CID, dd.VMCID, err)
+			}
+			dd.VMCID, dd.InstanceID, dd.Hint = "", "", nil
+		case DiskDeleting:
+			if dd.VMCID != "" {
+				if err := detach(dd.VMCID, dd.CID); err != nil {
+					return fmt.Errorf("detach %s from %s before delete: %w", dd.CID, dd.VMCID, err)
+				}
+			}
+			err := d.cfg.CPI.DeleteDisk(ctx, cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
+			if err != nil && !errors.Is(err, cpiv2.ErrDiskNotFound) {
+				return fmt.Errorf("finish delete of %s: %w", dd.CID, err)
+			}
+			if err := del(dd.Name); err != nil {
+				return err
+			}
+			continue
+		}
+		if dd.VMCID != "" {
+			if _, ok := vmByCID[dd.VMCID]; !ok {
+				dd.VMCID, dd.InstanceID, dd.Hint = "", "", nil
+			}
+		}
+		dd.State, dd.TaskID = DiskReady, 0
+		if err := put(dd); err != nil {
+			return err
+		}
+	}
+	// Compare each VM's disks with the records.
+	disks, err = d.listDynamicDisks(nil)
+	if err != nil {
+		return err
+	}
+	byCID := map[string]DynamicDisk{}
+	for _, dd := range disks {
+		byCID[dd.CID] = dd
+	}
+	orphans, err := listAll[OrphanedDisk](d.st, store.OrphanedDisks, nil)
+	if err != nil {
+		return err
+	}
+	orphaned := map[string]bool{}
+	for _, o := range orphans {
+		orphaned[o.CID] = true
+	}
+	orphan := func(cid, reason string) error {
+		if orphaned[cid] {
+			return nil
+		}
+		orphaned[cid] = true
+		return d.st.Update(func(tx store.Tx) error {
+			return tx.Put(store.OrphanedDisks, cid, OrphanedDisk{CID: cid, Reason: reason, OrphanedAt: d.r.Now()})
+		})
+	}
+	for _, v := range vms {
+		got, err := d.cfg.CPI.GetDisks(cpiCtxFor(ctx, v.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](v.CID))
+		if errors.Is(err, cpiv2.ErrNotImplemented) || errors.Is(err, cpiv2.ErrVMNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("get_disks %s: %w", v.CID, err)
+		}
+		var onVM []string
+		for _, c := range got {
+			onVM = append(onVM, c.String())
+		}
+		for _, cid := range onVM {
+			dd, known := byCID[cid]
+			if known && dd.VMCID == v.CID {
+				continue
+			}
+			if err := detach(v.CID, cid); err != nil {
+				return fmt.Errorf("detach stray disk %s from %s: %w", cid, v.CID, err)
+			}
+			if !known {
+				if err := orphan(cid, fmt.Sprintf("found attached to %s on restart, unknown to the director", v.CID)); err != nil {
+					return err
+				}
+			}
+		}
+		for _, dd := range disks {
+			if dd.VMCID == v.CID && !slices.Contains(onVM, dd.CID) {
+				dd.VMCID, dd.InstanceID, dd.Hint = "", "", nil
+				if err := put(dd); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if d.cfg.Inventory != nil {
+		all, err := d.cfg.Inventory.ListDisks(ctx)
+		if err != nil {
+			return fmt.Errorf("list IaaS disks: %w", err)
+		}
+		for _, c := range all {
+			if _, known := byCID[c.String()]; !known {
+				if err := orphan(c.String(), "found in the IaaS on restart, unknown to the director"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func cpiCtxFor(ctx context.Context, stemcellAPI int) context.Context {
+	if stemcellAPI > 0 {
+		return cpiv2.WithStemcellAPIVersion(ctx, stemcellAPI)
+	}
+	return ctx
+}

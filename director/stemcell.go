@@ -1,0 +1,102 @@
+package director
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// stemcellUnpacker turns a stemcell location into stemcell.MF and an image
+// path: a directory holding stemcell.MF and image, or a .tgz of them (as
+// upstream stemcell tarballs are laid out), unpacked under dir.
+type stemcellUnpacker struct {
+	mu  sync.Mutex
+	dir string // guarded by mu
+}
+
+func (u *stemcellUnpacker) open(location string) (mf []byte, image string, err error) {
+	if !filepath.IsAbs(location) {
+		return nil, "", badField("location", "must be an absolute path; got %q", location)
+	}
+	fi, err := os.Stat(location)
+	if err != nil {
+		return nil, "", unprocessable("stemcell location %s: %v", location, err)
+	}
+	dir := location
+	if !fi.IsDir() {
+		if dir, err = u.unpack(location); err != nil {
+			return nil, "", err
+		}
+	}
+	mf, err = os.ReadFile(filepath.Join(dir, "stemcell.MF"))
+	if err != nil {
+		return nil, "", unprocessable("stemcell at %s has no stemcell.MF: %v", location, err)
+	}
+	image = filepath.Join(dir, "image")
+	if _, err := os.Stat(image); err != nil {
+		return nil, "", unprocessable("stemcell at %s has no image: %v", location, err)
+	}
+	return mf, image, nil
+}
+
+func (u *stemcellUnpacker) unpack(tgz string) (string, error) {
+	u.mu.Lock()
+	if u.dir == "" {
+		d, err := os.MkdirTemp("", "cpilab-director-stemcells-")
+		if err != nil {
+			u.mu.Unlock()
+			return "", err
+		}
+		u.dir = d
+	}
+	base := u.dir
+	u.mu.Unlock()
+	out, err := os.MkdirTemp(base, "stemcell-")
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(tgz)
+	if err != nil {
+		return "", unprocessable("open stemcell %s: %v", tgz, err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return "", unprocessable("stemcell %s is not a gzipped tarball: %v", tgz, err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return "", unprocessable("stemcell %s: %v", tgz, err)
+		}
+		name := filepath.Base(filepath.Clean(h.Name))
+		if h.Typeflag != tar.TypeReg || (name != "stemcell.MF" && name != "image") || strings.Contains(h.Name, "..") {
+			continue
+		}
+		if err := writeFile(filepath.Join(out, name), io.LimitReader(tr, 1<<30)); err != nil {
+			return "", fmt.Errorf("unpack stemcell %s: %w", tgz, err)
+		}
+	}
+}
+
+func writeFile(path string, r io.Reader) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
