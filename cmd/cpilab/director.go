@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cpilab/cpilab/director/launch"
+)
+
+func init() {
+	commands["director"] = command{summary: "run the reference Director (dynamic disks) with embedded NATS, SQLite and fakeiaas", run: runDirector}
+}
+
+func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("director", stderr)
+	cfg := launch.Config{Out: stdout}
+	var cpiCommand string
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "state directory: director.db, the fake cloud, ca.pem (default: the user's cache dir + cpilab/director)")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:25555", "API address (loopback)")
+	fs.BoolVar(&cfg.PlainHTTP, "plain-http", false, "serve the API without TLS")
+	fs.StringVar(&cfg.Profile, "profile", "reference", "behaviour profile: reference (safe) or upstream (reproduces upstream races)")
+	fs.StringVar(&cfg.CPIProfile, "cpi-profile", "director-current", "CPI caller profile: director-v1, director-v2 or director-current")
+	fs.IntVar(&cfg.CPIMaxAPIVersion, "cpi-api-version", 3, "the reference CPI's highest api_version (debug.cpi.api_version)")
+	fs.StringVar(&cpiCommand, "cpi", "", "run this CPI executable (e.g. bin/fakeiaas-cpi) instead of the in-process reference CPI")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "", "external NATS server for the mbus (default: an embedded one on loopback)")
+	fs.IntVar(&cfg.DynamicDiskWorkers, "dynamic-disk-workers", 2, "workers dedicated to the dynamic_disks queue")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.DataDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return err
+		}
+		cfg.DataDir = filepath.Join(cache, "cpilab", "director")
+	}
+	if cpiCommand != "" {
+		cfg.CPICommand = []string{cpiCommand}
+	}
+	return launch.Run(ctx, cfg)
+}
