@@ -1,0 +1,473 @@
+package suites
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/cpilab/cpilab/cpiv2"
+	. "github.com/onsi/ginkgo/v2"
+)
+
+// Row is one row of the reference table (CONTRACTS §4): a caller profile, the
+// CPI's api_version (set through debug.cpi.api_version) and the stemcell's,
+// with what the table says must happen.
+type Row struct {
+	// Name is the row name in the summary and the "row:" label value.
+	Name     string
+	Profile  cpiv2.Profile
+	CPI      int // debug.cpi.api_version
+	Stemcell int // the stemcell's api_version
+	// Registry: the CPI updates the registry. UserData: the agent settings
+	// are in the IaaS user-data (and the agent reads them there).
+	Registry, UserData bool
+	// Refused: the caller refuses the CPI (the current Director, CPI 1).
+	Refused bool
+	// FailsClearly: create_vm must fail with a clear error (stemcell 1 with
+	// no registry).
+	FailsClearly bool
+}
+
+// ReferenceTable is every row of CONTRACTS §4: the 8 historic rows, the
+// current Director's rows and the bosh CLI's.
+var ReferenceTable = []Row{
+	{Name: "d1.c1.s1", Profile: cpiv2.ProfileDirectorV1, CPI: 1, Stemcell: 1, Registry: true},
+	{Name: "d1.c1.s2", Profile: cpiv2.ProfileDirectorV1, CPI: 1, Stemcell: 2, Registry: true},
+	{Name: "d1.c2.s2", Profile: cpiv2.ProfileDirectorV1, CPI: 2, Stemcell: 2, Registry: true},
+	{Name: "d2.c2.s2", Profile: cpiv2.ProfileDirectorV2, CPI: 2, Stemcell: 2, UserData: true},
+	{Name: "d1.c2.s1", Profile: cpiv2.ProfileDirectorV1, CPI: 2, Stemcell: 1, Registry: true},
+	{Name: "d2.c2.s1", Profile: cpiv2.ProfileDirectorV2, CPI: 2, Stemcell: 1, Registry: true},
+	{Name: "d2.c1.s1", Profile: cpiv2.ProfileDirectorV2, CPI: 1, Stemcell: 1, Registry: true},
+	{Name: "d2.c1.s2", Profile: cpiv2.ProfileDirectorV2, CPI: 1, Stemcell: 2, Registry: true},
+	{Name: "current.c2.s2", Profile: cpiv2.ProfileDirectorCurrent, CPI: 2, Stemcell: 2, UserData: true},
+	{Name: "current.c3.s2", Profile: cpiv2.ProfileDirectorCurrent, CPI: 3, Stemcell: 2, UserData: true},
+	{Name: "current.c1.s2", Profile: cpiv2.ProfileDirectorCurrent, CPI: 1, Stemcell: 2, Refused: true},
+	{Name: "current.c3.s1", Profile: cpiv2.ProfileDirectorCurrent, CPI: 3, Stemcell: 1, FailsClearly: true},
+	{Name: "cli.c2.s2", Profile: cpiv2.ProfileCLI, CPI: 2, Stemcell: 2, UserData: true},
+	{Name: "cli.c1.s1", Profile: cpiv2.ProfileCLI, CPI: 1, Stemcell: 1, Registry: true},
+}
+
+// Switch is the CPI setup the row needs.
+func (r Row) Switch() Switch {
+	return Switch{APIVersionCap: r.CPI, NoRegistry: !hasRegistry(r.Profile)}
+}
+
+// apiVersion is the api_version the row negotiates (0 when refused).
+func (r Row) apiVersion() int {
+	v, _ := negotiate(r.Profile, r.CPI)
+	return v
+}
+
+func describeMatrix(cfg *Config) {
+	Describe("Reference table", Label("suite:matrix"), func() {
+		for _, r := range cfg.withDefaults().Rows {
+			matrixRow(cfg, r)
+		}
+	})
+}
+
+// rowRun is the state one row's steps share.
+type rowRun struct {
+	st         *state
+	r          Row
+	refusal    error
+	before     Inventory
+	hasBefore  bool
+	stemcell   string
+	vm1, vm2   vm
+	disk       string
+	hint       json.RawMessage // as attach_disk returned it (or the registry had it)
+	agentReady map[string]bool
+	linked     bool   // step 4 made the dynamic disk link on vm1
+	target     string // the link's target on vm1
+	marker     []byte
+	created    []Resource // everything created, for the leak check
+	finished   bool       // the clean-up and leak check ran
+}
+
+const markerOffset = 1 << 20
+
+func matrixRow(cfg *Config, r Row) {
+	rr := &rowRun{r: r, st: &state{profile: r.Profile, sw: r.Switch()}, agentReady: map[string]bool{}}
+	api := fmt.Sprintf("api:%d", r.apiVersion())
+	if r.Refused {
+		api = "api:refused"
+	}
+	lbl := Label("row:"+r.Name, "profile:"+r.Profile.Name, api,
+		fmt.Sprintf("cpi:%d", r.CPI), fmt.Sprintf("stemcell:%d", r.Stemcell))
+	title := fmt.Sprintf("%s: %s, CPI %d, stemcell %d", r.Name, r.Profile.Name, r.CPI, r.Stemcell)
+	Context(title, lbl, Ordered, func() {
+		BeforeAll(func(ctx SpecContext) {
+			st := rr.st
+			st.cfg = cfg.withDefaults()
+			st.names = &names{prefix: st.cfg.RunID + "-" + strings.ReplaceAll(r.Name, ".", "-")}
+			if _, st.skip = st.stemcellFor(r.Stemcell); st.skip != "" {
+				return
+			}
+			if st.cfg.Oracle != nil {
+				inv, err := st.cfg.Oracle.Inventory(ctx)
+				if err != nil {
+					Fail(fmt.Sprintf("oracle inventory: %v", err))
+				}
+				rr.before, rr.hasBefore = inv, true
+			}
+			if rr.refusal, st.skip = st.connect(ctx, true); st.skip != "" {
+				return
+			}
+			DeferCleanup(func(ctx SpecContext) { rr.checkNoLeak(ctx) })
+		})
+		BeforeEach(func() {
+			rr.st.skipIfSkipped()
+			requireLabelledCaps(rr.st.cfg)
+		})
+
+		if r.Refused {
+			It(ClauseRefused, labels("settings", cpiv2.MethodInfo), func(ctx SpecContext) {
+				if !errors.Is(rr.refusal, ErrRefused) {
+					violate(violation(ClauseRefused, fmt.Sprintf("with debug.cpi.api_version %d the CPI's info reports api_version %d, which the %s caller accepts", r.CPI, rr.st.client.CPIMax, r.Profile.Name), nil))
+				}
+				if !strings.Contains(rr.refusal.Error(), "api_version") {
+					Fail("the refusal does not say why: " + rr.refusal.Error())
+				}
+				AddReportEntry("refusal", rr.refusal.Error())
+			})
+			It(ClauseNoLeak, labels("cleanup"), func(ctx SpecContext) { rr.checkNoLeak(ctx) })
+			return
+		}
+
+		if r.FailsClearly {
+			It(ClauseNoRegistry, labels("vm", cpiv2.MethodCreateVM), func(ctx SpecContext) {
+				rr.skipIfRefused()
+				st := rr.st
+				rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
+				x := st.client.CreateVM(ctx, VMRequest{AgentID: st.names.next("agent"), StemcellCID: rr.stemcell,
+					StemcellAPIVersion: r.Stemcell, CloudProperties: st.cfg.Env.VMCloudProperties, Networks: st.cfg.Env.Networks})
+				checkWire(x)
+				e := x.Response.Error
+				if e == nil {
+					if cid := salvageCID(x.Response.Result); cid != "" {
+						st.shared.Add(Resource{Kind: KindVM, CID: cid})
+					}
+					violate(violation(ClauseNoRegistry, "create_vm succeeded: the stemcell 1 agent can only read the registry, and there is none", x))
+				}
+				if !e.Type.Known() || strings.TrimSpace(e.Message) == "" {
+					violate(violation(ClauseNoRegistry, fmt.Sprintf("create_vm failed with %s: %q, not a known error type with a message", e.Type, e.Message), x))
+				}
+			})
+			It(ClauseNoLeak, labels("cleanup"), func(ctx SpecContext) { rr.checkNoLeak(ctx) })
+			return
+		}
+
+		It("step 1 "+ClauseCreateVM+" (stemcell upload, then create_vm)", labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
+			rr.skipIfRefused()
+			st := rr.st
+			rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
+			rr.vm1 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
+		})
+
+		It("step 2 "+ClauseTableRegistry, labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+			o := rr.needVM1()
+			s, err := o.Settings(ctx, rr.vm1.CID)
+			if err != nil {
+				Fail(fmt.Sprintf("oracle settings: %v", err))
+			}
+			switch {
+			case r.Registry && s.Registry == nil:
+				violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry must hold the settings of %s, it holds none", r.Name, rr.vm1.CID), rr.vm1.X))
+			case r.Registry && agentIDOf(s.Registry) != rr.vm1.AgentID:
+				violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry settings name agent %q, want %q", r.Name, agentIDOf(s.Registry), rr.vm1.AgentID), rr.vm1.X))
+			case !r.Registry && (s.Registry != nil || s.RegistryWrites > 0):
+				violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry must not be updated, it was (%d writes, settings %s)", r.Name, s.RegistryWrites, excerpt(s.Registry)), rr.vm1.X))
+			}
+		})
+
+		It("step 2 "+ClauseTableUserData, labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+			o := rr.needVM1()
+			s, err := o.Settings(ctx, rr.vm1.CID)
+			if err != nil {
+				Fail(fmt.Sprintf("oracle settings: %v", err))
+			}
+			got := agentIDOf(s.UserData)
+			switch {
+			case r.UserData && got != rr.vm1.AgentID:
+				violate(violation(ClauseTableUserData, fmt.Sprintf("row %s: user-data must hold the full settings for agent %q, it is %s", r.Name, rr.vm1.AgentID, excerpt(s.UserData)), rr.vm1.X))
+			case !r.UserData && got != "":
+				violate(violation(ClauseTableUserData, fmt.Sprintf("row %s: user-data must not hold the agent settings (the agent cannot use them here), it is %s", r.Name, excerpt(s.UserData)), rr.vm1.X))
+			}
+		})
+
+		It("step 3 "+ClauseAgentPing, labels("agent"), Label("cap:agent"), func(ctx SpecContext) {
+			rr.needVM1()
+			rr.ping(ctx, rr.vm1)
+		})
+
+		It("step 4 "+ClauseAgentDisk+" after attach_disk", labels("disks", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), Label("cap:agent"), func(ctx SpecContext) {
+			rr.needVM1()
+			st := rr.st
+			rr.disk = st.createDisk(ctx, st.shared, st.cfg.Env.DiskSizeMiB, rr.vm1.CID)
+			rr.hint = rr.attachAndResolve(ctx, rr.vm1)
+			rr.linked = true
+		})
+
+		It("step 5 "+ClauseSymlink+" (checked over SFTP)", labels("disks"), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+			rr.needLinked()
+			fs := rr.open(ctx, rr.vm1)
+			defer fs.Close()
+			rr.target = rr.readLink(fs, rr.vm1)
+			AddReportEntry("dynamic disk link", fmt.Sprintf("%s on %s → %s", rr.disk, rr.vm1.CID, rr.target))
+			if o := rr.st.cfg.Oracle; o != nil {
+				od, ok, err := o.Disk(ctx, rr.disk)
+				if err != nil || !ok {
+					Fail(fmt.Sprintf("oracle disk %s: ok=%v err=%v", rr.disk, ok, err))
+				}
+				if od.AttachedTo != rr.vm1.CID || path.Base(rr.target) != od.Device {
+					violate(violation(ClauseSymlink, fmt.Sprintf("the link on %s leads to %s, but the IaaS attached %s as %q on %q", rr.vm1.CID, rr.target, rr.disk, od.Device, od.AttachedTo), nil))
+				}
+			}
+		})
+
+		It("step 6 "+ClauseDataMoves, labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+			rr.needLinked()
+			st := rr.st
+			if rr.target == "" {
+				Skip("not checked: step 5 did not find the link on the first VM")
+			}
+			rr.marker = []byte(st.names.next("marker") + "\n")
+			fs := rr.open(ctx, rr.vm1)
+			if err := fs.WriteAt(rr.target, rr.marker, markerOffset); err != nil {
+				fs.Close()
+				Fail(fmt.Sprintf("writing through %s on %s over SFTP: %v", rr.target, rr.vm1.CID, err))
+			}
+			fs.Close()
+			rr.agentRelease(ctx, rr.vm1)
+			st.detach(ctx, st.shared, rr.vm1.CID, rr.disk)
+			rr.vm2 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
+			rr.ping(ctx, rr.vm2)
+			rr.attachAndResolve(ctx, rr.vm2)
+			fs2 := rr.open(ctx, rr.vm2)
+			defer fs2.Close()
+			target2 := rr.readLink(fs2, rr.vm2)
+			got, err := fs2.ReadAt(target2, len(rr.marker), markerOffset)
+			if err != nil {
+				Fail(fmt.Sprintf("reading %s on %s over SFTP: %v", target2, rr.vm2.CID, err))
+			}
+			if string(got) != string(rr.marker) {
+				violate(violation(ClauseDataMoves, fmt.Sprintf("wrote %q through %s on %s; after detach and attach %s on %s reads %q", rr.marker, rr.target, rr.vm1.CID, target2, rr.vm2.CID, got), nil))
+			}
+		})
+
+		It("step 7 "+ClauseNoLeak, labels("cleanup", cpiv2.MethodDeleteVM, cpiv2.MethodDeleteDisk, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
+			rr.checkNoLeak(ctx)
+		})
+	})
+}
+
+func (rr *rowRun) skipIfRefused() {
+	GinkgoHelper()
+	if rr.refusal != nil {
+		Skip(fmt.Sprintf("not checked: %v", rr.refusal))
+	}
+}
+
+// needVM1 skips unless step 1 made a VM, and returns the oracle when the
+// spec needs one (nil when absent).
+func (rr *rowRun) needVM1() Oracle {
+	GinkgoHelper()
+	if rr.vm1.CID == "" {
+		Skip("not checked: step 1 made no VM")
+	}
+	return rr.st.cfg.Oracle
+}
+
+func (rr *rowRun) needLinked() {
+	GinkgoHelper()
+	rr.needVM1()
+	if rr.st.cfg.Files == nil {
+		Skip("not checked: no SSH/SFTP access to VMs is configured")
+	}
+	if !rr.linked {
+		Skip("not checked: step 4 did not set up the dynamic disk link")
+	}
+}
+
+func (rr *rowRun) agents() Agents {
+	GinkgoHelper()
+	if rr.st.cfg.Agents == nil {
+		Skip("not checked: no mbus access to agents is configured")
+	}
+	return rr.st.cfg.Agents
+}
+
+// ping waits for v's agent.
+func (rr *rowRun) ping(ctx context.Context, v vm) {
+	GinkgoHelper()
+	a := rr.agents()
+	if rr.agentReady[v.CID] {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, rr.st.cfg.Timeouts.Agent)
+	defer cancel()
+	if err := a.Ping(pctx, v.AgentID); err != nil {
+		violate(violation(ClauseAgentPing, fmt.Sprintf("the agent %s on %s did not answer ping within %s: %v (it boots from the settings the CPI wrote)", v.AgentID, v.CID, rr.st.cfg.Timeouts.Agent, err), v.X))
+	}
+	rr.agentReady[v.CID] = true
+}
+
+// attachAndResolve attaches rr.disk to v and has v's agent resolve the hint
+// as the Director does; it returns the hint used.
+func (rr *rowRun) attachAndResolve(ctx context.Context, v vm) json.RawMessage {
+	GinkgoHelper()
+	st := rr.st
+	a := rr.agents()
+	rr.ping(ctx, v)
+	_, x := st.attach(ctx, st.shared, v.CID, rr.disk)
+	hint := x.Response.Result
+	if st.client.APIVersion < 2 {
+		// At api_version 1 the hint reaches the agent through the registry
+		// settings (disks.persistent), as a v1 agent reads it.
+		if st.cfg.Oracle == nil {
+			Skip("not checked: at api_version 1 the hint is in the registry, which cannot be read without an oracle")
+		}
+		s, err := st.cfg.Oracle.Settings(ctx, v.CID)
+		if err != nil {
+			Fail(fmt.Sprintf("oracle settings: %v", err))
+		}
+		var set struct {
+			Disks struct {
+				Persistent map[string]json.RawMessage `json:"persistent"`
+			} `json:"disks"`
+		}
+		_ = json.Unmarshal(s.Registry, &set)
+		h, ok := set.Disks.Persistent[rr.disk]
+		if !ok {
+			violate(violation(ClauseAgentDisk, fmt.Sprintf("at api_version 1 attach_disk must record the disk in the registry settings (disks.persistent), they are %s", excerpt(s.Registry)), x))
+		}
+		hint = h
+	}
+	actx, cancel := context.WithTimeout(ctx, rr.st.cfg.Timeouts.Agent)
+	defer cancel()
+	for _, step := range []struct {
+		method string
+		args   []any
+	}{
+		{"add_persistent_disk", []any{rr.disk, hint}},
+		{"mount_disk", []any{rr.disk}},
+		{"add_dynamic_disk", []any{rr.disk, hint}},
+	} {
+		if _, err := a.Run(actx, v.AgentID, step.method, step.args...); err != nil {
+			violate(violation(ClauseAgentDisk, fmt.Sprintf("agent %s: %s(%s, %s) failed: %v", v.AgentID, step.method, rr.disk, hint, err), x))
+		}
+	}
+	return hint
+}
+
+// agentRelease undoes attachAndResolve on v's agent before the detach.
+func (rr *rowRun) agentRelease(ctx context.Context, v vm) {
+	GinkgoHelper()
+	a := rr.agents()
+	actx, cancel := context.WithTimeout(ctx, rr.st.cfg.Timeouts.Agent)
+	defer cancel()
+	for _, m := range []string{"remove_dynamic_disk", "unmount_disk", "remove_persistent_disk"} {
+		if _, err := a.Run(actx, v.AgentID, m, rr.disk); err != nil {
+			violate(violation(ClauseAgentDisk, fmt.Sprintf("agent %s: %s(%s) failed: %v", v.AgentID, m, rr.disk, err), nil))
+		}
+	}
+}
+
+func (rr *rowRun) open(ctx context.Context, v vm) VMFS {
+	GinkgoHelper()
+	fs, err := rr.st.cfg.Files.Open(ctx, VMAccess{VMCID: v.CID, AgentID: v.AgentID, IP: v.IP})
+	if err != nil {
+		Fail(fmt.Sprintf("opening %s over SFTP: %v", v.CID, err))
+	}
+	return fs
+}
+
+// readLink reads the dynamic disk link on v and returns the device it
+// finally leads to, following further links (a /dev/disk/by-id name) as the
+// VM would.
+func (rr *rowRun) readLink(fs VMFS, v vm) string {
+	GinkgoHelper()
+	link := "/var/vcap/data/dynamic_disks/" + rr.disk
+	target, err := fs.Readlink(link)
+	if err != nil {
+		violate(violation(ClauseSymlink, fmt.Sprintf("reading %s on %s: %v", link, v.CID, err), nil))
+	}
+	for hops := 0; ; hops++ {
+		if !path.IsAbs(target) {
+			target = path.Join(path.Dir(link), target)
+		}
+		next, err := fs.Readlink(target)
+		if err != nil {
+			return target // not a link: the device itself
+		}
+		if hops == 8 {
+			violate(violation(ClauseSymlink, fmt.Sprintf("%s on %s: more than 8 levels of links", link, v.CID), nil))
+		}
+		link, target = target, next
+	}
+}
+
+// cleanup deletes what the row created (AfterAll).
+func (rr *rowRun) cleanup(ctx SpecContext) {
+	if rr.st.shared == nil {
+		return
+	}
+	rr.created = append(rr.created, rr.st.shared.Resources()...)
+	if err := rr.st.shared.Cleanup(ctx); err != nil {
+		violate(violation(ClauseNoLeak, err.Error(), nil))
+	}
+}
+
+// checkNoLeak cleans up and checks that nothing is left; it runs once, in
+// step 7 or, when an earlier step failed, after the row.
+func (rr *rowRun) checkNoLeak(ctx SpecContext) {
+	GinkgoHelper()
+	if rr.finished {
+		return
+	}
+	rr.finished = true
+	rr.cleanup(ctx)
+	st := rr.st
+	if st.cfg.Oracle != nil && rr.hasBefore {
+		after, err := st.cfg.Oracle.Inventory(ctx)
+		if err != nil {
+			Fail(fmt.Sprintf("oracle inventory: %v", err))
+		}
+		if l := leaked(rr.before, after); len(l) > 0 {
+			violate(violation(ClauseNoLeak, fmt.Sprintf("row %s left %s in the IaaS", rr.r.Name, strings.Join(l, ", ")), nil))
+		}
+		return
+	}
+	if st.client == nil {
+		return
+	}
+	for _, res := range rr.created {
+		var method string
+		switch res.Kind {
+		case KindVM:
+			method = cpiv2.MethodHasVM
+		case KindDisk:
+			method = cpiv2.MethodHasDisk
+		default:
+			continue
+		}
+		if ok, x := st.callBool(ctx, ClauseNoLeak, method, res.CID); ok {
+			violate(violation(ClauseNoLeak, fmt.Sprintf("%s is still there after clean-up", res), x))
+		}
+	}
+}
+
+// agentIDOf returns the agent_id of a settings document ("" when none).
+func agentIDOf(settings json.RawMessage) string {
+	var s struct {
+		AgentID string `json:"agent_id"`
+	}
+	if len(settings) == 0 || json.Unmarshal(settings, &s) != nil {
+		return ""
+	}
+	return s.AgentID
+}

@@ -1,0 +1,112 @@
+package suites
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/formatter"
+	"github.com/onsi/ginkgo/v2/types"
+	"github.com/onsi/gomega"
+)
+
+// Register adds the CPI contract suite and the reference-table matrix suite
+// to the current Ginkgo tree, for embedding in someone else's suite (call it
+// at the top level of a _test.go file, or inside a Describe). The set of
+// contexts and rows is read from cfg now; everything else is read when the
+// specs run, so a BeforeSuite may still fill cfg in (csi-test GinkgoTest).
+func Register(cfg *Config) bool {
+	if cfg.RunID == "" {
+		cfg.RunID = randomRunID() // one run, one ID, for every container
+	}
+	describeContract(cfg)
+	describeMatrix(cfg)
+	return true
+}
+
+// Test registers the suites and runs them inside a go test:
+//
+//	func TestMyCPI(t *testing.T) { suites.Test(t, cfg) }
+//
+// Only one Test (or Run) per process: Ginkgo runs one suite per process.
+// Ginkgo's flags (-ginkgo.label-filter, -ginkgo.focus, -ginkgo.v,
+// -ginkgo.junit-report, …) apply.
+func Test(t GinkgoTestingT, cfg Config) bool {
+	gomega.RegisterFailHandler(Fail)
+	Register(&cfg)
+	return RunSpecs(t, "cpilab CPI certification")
+}
+
+// RunOptions configure Run.
+type RunOptions struct {
+	// LabelFilter is a Ginkgo label filter, e.g. "area:errors && api:2".
+	LabelFilter string
+	// Focus are regexps on the full spec text; only matching specs run.
+	Focus []string
+	// JUnitReport and JSONReport are files Ginkgo writes its reports to.
+	JUnitReport, JSONReport string
+	// Output receives Ginkgo's own verbose output when Verbose is set
+	// (default: discarded; Run's callers print their own summary).
+	Output  io.Writer
+	Verbose bool
+	// Progress is called before the first spec with the number that will
+	// run (done = 0, spec nil), then after each spec.
+	Progress func(done, total int, spec *types.SpecReport)
+	// Timeout bounds the whole run (default 1 h).
+	Timeout time.Duration
+}
+
+type fakeT struct{ failed bool }
+
+func (t *fakeT) Fail() { t.failed = true }
+
+// Run registers the suites and runs them outside go test (the cpilab
+// certify path), returning Ginkgo's report. It owns the process's Ginkgo
+// state: call it once per process.
+func Run(cfg Config, opts RunOptions) (types.Report, error) {
+	gomega.RegisterFailHandler(Fail)
+	Register(&cfg)
+	var report types.Report
+	var total, done int
+	ReportBeforeSuite(func(r types.Report) {
+		total = r.PreRunStats.SpecsThatWillRun
+		if opts.Progress != nil {
+			opts.Progress(0, total, nil)
+		}
+	})
+	ReportAfterEach(func(sr types.SpecReport) {
+		if sr.State == types.SpecStateSkipped && sr.Failure.Message == "" {
+			return // filtered out, never ran
+		}
+		done++
+		if opts.Progress != nil {
+			opts.Progress(done, total, &sr)
+		}
+	})
+	ReportAfterSuite("cpilab summary", func(r types.Report) { report = r })
+
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	suiteConfig.LabelFilter = opts.LabelFilter
+	suiteConfig.FocusStrings = opts.Focus
+	suiteConfig.Timeout = opts.Timeout
+	if suiteConfig.Timeout == 0 {
+		suiteConfig.Timeout = time.Hour
+	}
+	reporterConfig.JUnitReport = opts.JUnitReport
+	reporterConfig.JSONReport = opts.JSONReport
+	reporterConfig.NoColor = true
+	out := opts.Output
+	if !opts.Verbose || out == nil {
+		out = io.Discard
+	} else {
+		reporterConfig.Verbose = true
+	}
+	formatter.ColorableStdOut = out
+	t := &fakeT{}
+	RunSpecs(t, "cpilab CPI certification", suiteConfig, reporterConfig)
+	if report.SuiteDescription == "" {
+		return report, fmt.Errorf("suites: Ginkgo produced no report")
+	}
+	return report, nil
+}

@@ -1,0 +1,273 @@
+package suites
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+// Areas are the summary's columns, in order.
+var Areas = []string{"protocol", "shapes", "errors", "truth", "hints", "parallel", "retry", "iaas",
+	"vm", "settings", "agent", "disks", "data", "cleanup"}
+
+// Cell counts the specs of one row and area.
+type Cell struct {
+	Passed, Failed, Skipped int
+}
+
+// Mark is the cell as one glyph and counts: "✔ 4", "✘ 1/4", "– 2", "".
+func (c Cell) Mark() string {
+	switch {
+	case c.Failed > 0:
+		return fmt.Sprintf("✘ %d/%d", c.Failed, c.Passed+c.Failed+c.Skipped)
+	case c.Passed > 0 && c.Skipped > 0:
+		return fmt.Sprintf("✔ %d –%d", c.Passed, c.Skipped)
+	case c.Passed > 0:
+		return fmt.Sprintf("✔ %d", c.Passed)
+	case c.Skipped > 0:
+		return fmt.Sprintf("– %d", c.Skipped)
+	}
+	return ""
+}
+
+// SummaryRow is one caller profile × version row.
+type SummaryRow struct {
+	Name  string
+	Suite string // "contract" or "matrix"
+	Cells map[string]Cell
+}
+
+// Summary is the at-a-glance matrix: rows are contract contexts and
+// reference-table rows, columns are Areas.
+type Summary struct {
+	Rows                    []SummaryRow
+	Passed, Failed, Skipped int
+	// NotChecked counts the specs skipped for each reason.
+	NotChecked map[string]int
+}
+
+// Summarize builds the summary from a Ginkgo report.
+func Summarize(r types.Report) Summary {
+	s := Summary{NotChecked: map[string]int{}}
+	idx := map[string]int{}
+	for _, sr := range r.SpecReports {
+		if sr.LeafNodeType != types.NodeTypeIt {
+			continue
+		}
+		if sr.State == types.SpecStateSkipped && sr.Failure.Message == "" {
+			continue // filtered out
+		}
+		row, area, suite := labelValue(sr, "row"), labelValue(sr, "area"), labelValue(sr, "suite")
+		if row == "" {
+			continue
+		}
+		i, ok := idx[row]
+		if !ok {
+			i = len(s.Rows)
+			idx[row] = i
+			s.Rows = append(s.Rows, SummaryRow{Name: row, Suite: suite, Cells: map[string]Cell{}})
+		}
+		c := s.Rows[i].Cells[area]
+		switch {
+		case sr.State.Is(types.SpecStatePassed):
+			c.Passed++
+			s.Passed++
+		case sr.State.Is(types.SpecStateSkipped | types.SpecStatePending):
+			c.Skipped++
+			s.Skipped++
+			s.NotChecked[sr.Failure.Message]++
+		default:
+			c.Failed++
+			s.Failed++
+		}
+		s.Rows[i].Cells[area] = c
+	}
+	sort.SliceStable(s.Rows, func(i, j int) bool { return rowRank(s.Rows[i]) < rowRank(s.Rows[j]) })
+	return s
+}
+
+// rowRank orders summary rows: contract contexts, then reference-table
+// rows, each in their defined order, then anything else.
+func rowRank(r SummaryRow) int {
+	for i, c := range DefaultContexts {
+		if c.Name == r.Name {
+			return i
+		}
+	}
+	for i, t := range ReferenceTable {
+		if t.Name == r.Name {
+			return 100 + i
+		}
+	}
+	if r.Suite == "contract" {
+		return 99
+	}
+	return 1000
+}
+
+func labelValue(sr types.SpecReport, key string) string {
+	for _, l := range sr.Labels() {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// WriteText writes the summary table and the not-checked list.
+func (s Summary) WriteText(w io.Writer) {
+	cols := s.usedAreas()
+	width := 16
+	for _, r := range s.Rows {
+		width = max(width, len(r.Name)+1)
+	}
+	fmt.Fprintf(w, "%-*s", width, "row")
+	for _, a := range cols {
+		fmt.Fprintf(w, " %-9s", a)
+	}
+	fmt.Fprintln(w)
+	for _, r := range s.Rows {
+		fmt.Fprintf(w, "%-*s", width, r.Name)
+		for _, a := range cols {
+			fmt.Fprintf(w, " %-9s", padMark(r.Cells[a].Mark()))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "\nrows: contract contexts <caller profile>.<api version>; reference-table rows d<Director>.c<CPI>.s<stemcell>")
+	fmt.Fprintln(w, "cells: ✔ passed · ✘ failed/total · – not checked (never a pass)")
+	fmt.Fprintf(w, "\n%d passed, %d failed, %d not checked\n", s.Passed, s.Failed, s.Skipped)
+	if len(s.NotChecked) > 0 {
+		fmt.Fprintln(w, "\nNot checked (these are not passes):")
+		reasons := make([]string, 0, len(s.NotChecked))
+		for r := range s.NotChecked {
+			reasons = append(reasons, r)
+		}
+		sort.Strings(reasons)
+		for _, r := range reasons {
+			fmt.Fprintf(w, "  %3d × %s\n", s.NotChecked[r], r)
+		}
+	}
+}
+
+// padMark keeps columns aligned despite multi-byte glyphs.
+func padMark(m string) string { return m + strings.Repeat(" ", len(m)-len([]rune(m))) }
+
+func (s Summary) usedAreas() []string {
+	var cols []string
+	for _, a := range Areas {
+		for _, r := range s.Rows {
+			if _, ok := r.Cells[a]; ok {
+				cols = append(cols, a)
+				break
+			}
+		}
+	}
+	return cols
+}
+
+// Failure is one failed spec as certify reports it.
+type Failure struct {
+	Spec      string    `json:"spec"`
+	Row       string    `json:"row"`
+	Violation Violation `json:"violation"`
+	// Also are further violations found after the first (by the clean-up
+	// that followed it, say).
+	Also []Violation `json:"also,omitempty"`
+	// Message is Ginkgo's failure message (the violation's text, or a
+	// harness error).
+	Message  string `json:"message"`
+	Location string `json:"location"`
+	// Focus is the regexp that selects only this spec; Rerun the command
+	// that reruns it.
+	Focus string `json:"focus"`
+	Rerun string `json:"rerun,omitempty"`
+}
+
+// Failures lists the failed specs with their violations. rerun, when not
+// nil, turns a focus regexp into a command line.
+func Failures(r types.Report, rerun func(focus string) string) []Failure {
+	var out []Failure
+	for _, sr := range r.SpecReports {
+		if !sr.Failed() {
+			continue
+		}
+		f := Failure{Spec: sr.FullText(), Row: labelValue(sr, "row"), Message: sr.Failure.Message,
+			Location: sr.Failure.Location.String()}
+		if f.Spec == "" {
+			f.Spec = fmt.Sprintf("%s %s", sr.LeafNodeType, sr.LeafNodeText)
+		}
+		var vs []Violation
+		for _, e := range sr.ReportEntries {
+			if e.Name != ReportEntryViolation {
+				continue
+			}
+			if v, ok := e.Value.GetRawValue().(Violation); ok {
+				vs = append(vs, v)
+				continue
+			}
+			var v Violation
+			if json.Unmarshal([]byte(e.Value.AsJSON), &v) == nil {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) > 0 {
+			// The spec's own failure first; a clean-up after it may add more.
+			f.Violation, f.Also = vs[0], vs[1:]
+		}
+		if f.Violation.Clause == "" {
+			f.Violation = Violation{Clause: "(harness) " + firstLine(sr.Failure.Message), Did: sr.Failure.Message, ExitCode: -1}
+		}
+		// Ginkgo matches focus against "<suite description> <spec text>".
+		f.Focus = regexp.QuoteMeta(" "+sr.FullText()) + "$"
+		if rerun != nil {
+			f.Rerun = rerun(f.Focus)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// Clauses returns the distinct clauses of fs (first and further
+// violations), sorted.
+func Clauses(fs []Failure) []string {
+	var out []string
+	for _, f := range fs {
+		for _, v := range append([]Violation{f.Violation}, f.Also...) {
+			if !slices.Contains(out, v.Clause) {
+				out = append(out, v.Clause)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// WriteText writes one failure for a terminal: the spec, the clause when
+// the spec text does not already name it, the details and the rerun
+// command.
+func (f Failure) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "✘ %s\n", f.Spec)
+	if !strings.Contains(f.Spec, f.Violation.Clause) {
+		fmt.Fprintf(w, "  broke: %s\n", f.Violation.Clause)
+	}
+	fmt.Fprintf(w, "%s\n", f.Violation.Details())
+	for _, v := range f.Also {
+		fmt.Fprintf(w, "  also broke: %s\n  %s\n", v.Clause, strings.ReplaceAll(v.Details(), "\n", "\n  "))
+	}
+	if f.Rerun != "" {
+		fmt.Fprintf(w, "  rerun only this spec: %s\n", f.Rerun)
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

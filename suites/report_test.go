@@ -1,0 +1,117 @@
+package suites
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+func spec(row, area, text string, state types.SpecState, msg string, v *Violation) types.SpecReport {
+	sr := types.SpecReport{
+		ContainerHierarchyTexts:  []string{"CPI contract", row},
+		ContainerHierarchyLabels: [][]string{{"suite:contract"}, {"row:" + row}},
+		LeafNodeType:             types.NodeTypeIt, LeafNodeText: text,
+		LeafNodeLabels: []string{"area:" + area},
+		State:          state,
+	}
+	sr.Failure.Message = msg
+	if v != nil {
+		sr.ReportEntries = types.ReportEntries{{Name: ReportEntryViolation, Value: types.WrapEntryValue(*v)}}
+	}
+	return sr
+}
+
+func sampleReport() types.Report {
+	v := Violation{Clause: ClauseDeleteDisk, Did: "returned CloudError", Method: "delete_disk",
+		Request: `{"method":"delete_disk"}`, Response: `{"result":null,"error":{…}}`, ExitCode: 0}
+	return types.Report{SuiteDescription: "s", SuiteSucceeded: false, SpecReports: types.SpecReports{
+		spec("cli.api2", "errors", ClauseDeleteDisk, types.SpecStateFailed, v.String(), &v),
+		spec("cli.api2", "errors", ClauseDetachTwice, types.SpecStatePassed, "", nil),
+		spec("director-current.api3", "errors", ClauseDetachTwice, types.SpecStatePassed, "", nil),
+		spec("director-current.api3", "iaas", ClauseVMMetadata, types.SpecStateSkipped, "not checked: no oracle", nil),
+		spec("director-current.api3", "iaas", "filtered out", types.SpecStateSkipped, "", nil),
+	}}
+}
+
+func TestSummarize(t *testing.T) {
+	s := Summarize(sampleReport())
+	if s.Passed != 2 || s.Failed != 1 || s.Skipped != 1 {
+		t.Fatalf("counts %d/%d/%d, want 2 passed, 1 failed, 1 skipped (the filtered-out spec is not counted)", s.Passed, s.Failed, s.Skipped)
+	}
+	if len(s.Rows) != 2 || s.Rows[0].Name != "director-current.api3" || s.Rows[1].Name != "cli.api2" {
+		t.Fatalf("rows %+v, want the contexts in DefaultContexts order", s.Rows)
+	}
+	if m := s.Rows[1].Cells["errors"].Mark(); m != "✘ 1/2" {
+		t.Errorf("cli errors cell %q", m)
+	}
+	if m := s.Rows[0].Cells["iaas"].Mark(); m != "– 1" {
+		t.Errorf("skipped cell %q: a skip must never look like a pass", m)
+	}
+	if s.NotChecked["not checked: no oracle"] != 1 {
+		t.Errorf("not checked: %v", s.NotChecked)
+	}
+	var b bytes.Buffer
+	s.WriteText(&b)
+	for _, want := range []string{"errors", "iaas", "✘ 1/2", "1 failed", "Not checked (these are not passes)", "1 × not checked: no oracle"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text summary lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestFailuresCarryClauseRequestAndRerun(t *testing.T) {
+	fs := Failures(sampleReport(), func(focus string) string { return "cpilab certify --focus '" + focus + "'" })
+	if len(fs) != 1 {
+		t.Fatalf("%d failures", len(fs))
+	}
+	f := fs[0]
+	if f.Violation.Clause != ClauseDeleteDisk || f.Row != "cli.api2" || !strings.Contains(f.Violation.Request, "delete_disk") {
+		t.Fatalf("failure %+v", f)
+	}
+	if !strings.HasPrefix(f.Rerun, "cpilab certify --focus ' CPI contract cli\\.api2") {
+		t.Errorf("rerun %q", f.Rerun)
+	}
+	// The clause survives a JSON report round trip (what --json-report holds).
+	b, err := json.Marshal(sampleReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back types.Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := Failures(back, nil); len(got) != 1 || got[0].Violation.Clause != ClauseDeleteDisk {
+		t.Fatalf("after JSON: %+v", got)
+	}
+	var w bytes.Buffer
+	f.WriteText(&w)
+	for _, want := range []string{ClauseDeleteDisk, "the CPI did instead: returned CloudError", "request:", "response:", "rerun only this spec:"} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("failure text lacks %q:\n%s", want, w.String())
+		}
+	}
+	if cs := Clauses(fs); len(cs) != 1 || cs[0] != ClauseDeleteDisk {
+		t.Errorf("clauses %q", cs)
+	}
+}
+
+func TestWriteHTML(t *testing.T) {
+	r := sampleReport()
+	var b bytes.Buffer
+	err := WriteHTML(&b, HTMLReport{Title: "t", Target: "bin/cpi <x>", Started: time.Unix(0, 0), Duration: time.Second,
+		Summary: Summarize(r), Failures: Failures(r, nil), Notes: []string{"no oracle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := b.String()
+	for _, want := range []string{"REJECTED: 1 failed", `class="fail">✘ 1/2`, `class="skip">– 1`, "cli.api2", "director-current.api3",
+		"CONTRACTS §3: delete_disk of a missing disk", "bin/cpi &lt;x&gt;", "no oracle"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}

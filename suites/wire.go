@@ -1,0 +1,265 @@
+package suites
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cpilab/cpilab/cpiv2"
+)
+
+// Errors of the caller side, for errors.Is.
+var (
+	// ErrRefused: the caller profile refuses the CPI (CONTRACTS §4).
+	ErrRefused = errors.New("caller refuses the CPI")
+	// ErrProtocol: the CPI's response breaks CONTRACTS §1.
+	ErrProtocol = errors.New("invalid CPI response")
+	// ErrCannotSwitch: the target cannot be put into a row's setup.
+	ErrCannotSwitch = errors.New("the CPI cannot be switched into this setup")
+)
+
+// Exchange is one CPI call as it happened on the wire: what was sent, what
+// came back, and what was wrong with it.
+type Exchange struct {
+	Method   string
+	Request  []byte
+	Stdout   []byte
+	Stderr   []byte // the last StderrKeep bytes
+	ExitCode int    // -1 when the process did not exit by itself
+	Elapsed  time.Duration
+	TimedOut bool
+	// Response is the decoded response; valid only when Violations is empty
+	// or holds only exit-status and type issues.
+	Response Response
+	// Violations lists every way the response breaks CONTRACTS §1, empty
+	// for a valid response.
+	Violations []string
+	// RunErr is a failure to run the command at all.
+	RunErr error
+}
+
+// Response is a decoded CPI response.
+type Response struct {
+	Result json.RawMessage // "null" when the result is null
+	Error  *cpiv2.Error
+	Log    string
+}
+
+// Err returns the call's outcome as an error: nil for a valid response
+// without error, the *cpiv2.Error the CPI returned, or an ErrProtocol error.
+func (x *Exchange) Err() error {
+	if x.RunErr != nil {
+		return x.RunErr
+	}
+	if len(x.Violations) > 0 {
+		return fmt.Errorf("%w: %s", ErrProtocol, strings.Join(x.Violations, "; "))
+	}
+	if x.Response.Error != nil {
+		return x.Response.Error
+	}
+	return nil
+}
+
+// StderrKeep bounds the stderr kept per call (the tail is kept).
+const StderrKeep = 16 << 10
+
+// wire runs one CPI process per call, as the Director does.
+type wire struct {
+	command      []string // full argv, config args included
+	timeout      time.Duration
+	directorUUID string
+	seq          *atomic.Int64
+	observe      func(*Exchange)
+}
+
+type request struct {
+	Method     string         `json:"method"`
+	Arguments  []any          `json:"arguments"`
+	Context    map[string]any `json:"context"`
+	APIVersion *int           `json:"api_version,omitempty"`
+}
+
+// call sends method with args. apiVersion 0 sends no api_version;
+// stemcellAPIVersion 0 sends no context.vm.
+func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, stemcellAPIVersion int) *Exchange {
+	if args == nil {
+		args = []any{}
+	}
+	req := request{Method: method, Arguments: args, Context: map[string]any{
+		"director_uuid": w.directorUUID,
+		"request_id":    fmt.Sprintf("cpilab-%d", w.seq.Add(1)),
+	}}
+	if apiVersion > 0 {
+		req.APIVersion = &apiVersion
+	}
+	if stemcellAPIVersion > 0 {
+		req.Context["vm"] = map[string]any{"stemcell": map[string]any{"api_version": stemcellAPIVersion}}
+	}
+	body, err := json.Marshal(req)
+	x := &Exchange{Method: method, Request: body, ExitCode: -1}
+	if err != nil {
+		x.RunErr = fmt.Errorf("encoding %s request: %w", method, err)
+		return x
+	}
+	w.run(ctx, x)
+	if w.observe != nil {
+		w.observe(x)
+	}
+	return x
+}
+
+func (w *wire) run(ctx context.Context, x *Exchange) {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, w.command[0], w.command[1:]...)
+	// The Director's scrubbed environment (CONTRACTS §1).
+	cmd.Env = scrubbedEnv()
+	cmd.Stdin = bytes.NewReader(x.Request)
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{max: StderrKeep}
+	cmd.Stdout = &stdout
+	cmd.Stderr = stderr
+	cmd.WaitDelay = 2 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	x.Elapsed = time.Since(start)
+	x.Stdout = stdout.Bytes()
+	x.Stderr = stderr.Bytes()
+	if ctx.Err() == context.DeadlineExceeded {
+		x.TimedOut = true
+		x.Violations = append(x.Violations, fmt.Sprintf("the CPI did not answer within %s (killed)", w.timeout))
+		return
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		x.ExitCode = 0
+	case errors.As(err, &exitErr):
+		x.ExitCode = exitErr.ExitCode()
+	default:
+		x.RunErr = fmt.Errorf("running %s: %w", w.command[0], err)
+		return
+	}
+	x.Violations = append(x.Violations, checkResponse(x.Stdout, &x.Response)...)
+	if x.ExitCode != 0 {
+		x.Violations = append(x.Violations, fmt.Sprintf("exit status %d (a CPI must exit 0, even with an error object: the bosh CLI fails the call otherwise)", x.ExitCode))
+	}
+}
+
+func scrubbedEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "TMPDIR", "HOME"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// checkResponse decodes stdout into r and returns every CONTRACTS §1
+// violation: exactly one JSON object, the three keys, log a string, error
+// null or {type, message, ok_to_retry: bool}, result null beside an error.
+func checkResponse(stdout []byte, r *Response) []string {
+	var v []string
+	dec := json.NewDecoder(bytes.NewReader(stdout))
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil || raw == nil {
+		return []string{fmt.Sprintf("stdout is not one JSON object: %s", excerpt(stdout))}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		v = append(v, fmt.Sprintf("stdout holds more than one JSON value (anything but the response must go to stderr): %s", excerpt(stdout)))
+	}
+	for _, k := range []string{"result", "error", "log"} {
+		if _, ok := raw[k]; !ok {
+			v = append(v, fmt.Sprintf("the response has no %q key", k))
+		}
+	}
+	r.Result = raw["result"]
+	if len(r.Result) == 0 {
+		r.Result = json.RawMessage("null")
+	}
+	if l, ok := raw["log"]; ok {
+		if err := json.Unmarshal(l, &r.Log); err != nil || !isJSONString(l) {
+			v = append(v, fmt.Sprintf("log must be a string, got %s", excerpt(l)))
+		}
+	}
+	if e, ok := raw["error"]; ok && string(e) != "null" {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(e, &fields); err != nil || fields == nil {
+			v = append(v, fmt.Sprintf("error must be null or an object, got %s", excerpt(e)))
+		} else {
+			ce := &cpiv2.Error{}
+			if t, ok := fields["type"]; !ok || !isJSONString(t) {
+				v = append(v, fmt.Sprintf("error.type must be a string, got %s", excerpt(t)))
+			} else {
+				var s string
+				_ = json.Unmarshal(t, &s)
+				ce.Type = cpiv2.ErrorType(s)
+			}
+			if m, ok := fields["message"]; !ok || !isJSONString(m) {
+				v = append(v, fmt.Sprintf("error.message must be a string, got %s", excerpt(m)))
+			} else {
+				_ = json.Unmarshal(m, &ce.Message)
+			}
+			if o, ok := fields["ok_to_retry"]; !ok || (string(o) != "true" && string(o) != "false") {
+				v = append(v, fmt.Sprintf("error.ok_to_retry must be a bool, got %s", excerpt(o)))
+			} else {
+				ce.OkToRetry = string(o) == "true"
+			}
+			r.Error = ce
+			if string(r.Result) != "null" {
+				v = append(v, fmt.Sprintf("result must be null beside an error, got %s", excerpt(r.Result)))
+			}
+		}
+	}
+	return v
+}
+
+func isJSONString(b json.RawMessage) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '"'
+}
+
+// excerpt shortens b for a message.
+func excerpt(b []byte) string {
+	const max = 400
+	s := string(b)
+	if len(s) == 0 {
+		return "(nothing)"
+	}
+	if len(s) > max {
+		return fmt.Sprintf("%s… (%d bytes)", s[:max], len(s))
+	}
+	return s
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+	cut int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.cut += over
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) Bytes() []byte {
+	if t.cut > 0 {
+		return append([]byte(fmt.Sprintf("[%d earlier bytes dropped]\n", t.cut)), t.buf...)
+	}
+	return t.buf
+}

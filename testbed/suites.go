@@ -1,0 +1,230 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fakeiaas/vmssh"
+	"github.com/cpilab/cpilab/suites"
+)
+
+// SuiteConfig returns a suites.Config that certifies the CPI run by command
+// (e.g. {"bin/fakeiaas-cpi"}) on this testbed: one cpi.json per setup
+// (invoked as command -configPath FILE), stemcells of api_version 1 and 2,
+// and the oracle, agents, SFTP access and faults of the testbed.
+func (t *Testbed) SuiteConfig(command []string) (suites.Config, error) {
+	s1, err := t.StemcellImage(1)
+	if err != nil {
+		return suites.Config{}, err
+	}
+	s2, err := t.StemcellImage(2)
+	if err != nil {
+		return suites.Config{}, err
+	}
+	cfg := suites.Config{
+		CPI: suites.Target{
+			Command: command,
+			ConfigPath: func(s suites.Switch) (string, error) {
+				return t.CPIConfig(CPISetup{APIVersionCap: s.APIVersionCap, NoRegistry: s.NoRegistry})
+			},
+		},
+		Env: suites.Environment{
+			Stemcells: map[int]suites.Stemcell{1: {ImagePath: s1}, 2: {ImagePath: s2}},
+			// Small sparse disks: fakeiaas backs them with sparse files.
+			DiskSizeMiB: 64, ResizeToMiB: 128,
+		},
+		Oracle: Oracle{t.IaaS.Cloud()},
+		Faults: Faults{t.IaaS.Cloud()},
+	}
+	if t.agents != nil {
+		cfg.Agents = Agents{t}
+	}
+	if t.SSH != nil {
+		cfg.Files = Files{t}
+	}
+	return cfg, nil
+}
+
+// Oracle is the fakeiaas oracle as a suites.Oracle.
+type Oracle struct{ Cloud *fakeiaas.Cloud }
+
+var _ suites.Oracle = Oracle{}
+
+// Inventory lists every object in the fake cloud.
+func (o Oracle) Inventory(ctx context.Context) (suites.Inventory, error) {
+	s, err := o.Cloud.State(ctx)
+	if err != nil {
+		return suites.Inventory{}, err
+	}
+	var inv suites.Inventory
+	for _, x := range s.Stemcells {
+		inv.Stemcells = append(inv.Stemcells, x.CID.String())
+	}
+	for _, x := range s.VMs {
+		inv.VMs = append(inv.VMs, x.CID.String())
+	}
+	for _, x := range s.Disks {
+		inv.Disks = append(inv.Disks, x.CID.String())
+	}
+	for _, x := range s.Snapshots {
+		inv.Snapshots = append(inv.Snapshots, x.CID.String())
+	}
+	return inv, nil
+}
+
+// VM returns a VM's metadata and attachments.
+func (o Oracle) VM(ctx context.Context, cid string) (suites.OracleVM, bool, error) {
+	vmCID, err := cpiv2.NewVMCID(cid)
+	if err != nil {
+		return suites.OracleVM{}, false, err
+	}
+	vm, err := o.Cloud.VM(ctx, vmCID)
+	if errors.Is(err, fakeiaas.ErrNotFound) {
+		return suites.OracleVM{}, false, nil
+	}
+	if err != nil {
+		return suites.OracleVM{}, false, err
+	}
+	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), Disks: map[string]string{}}
+	for _, a := range vm.Attachments {
+		out.Disks[a.DiskCID.String()] = a.Device
+	}
+	return out, true, nil
+}
+
+// Disk returns a disk's size, metadata and attachment.
+func (o Oracle) Disk(ctx context.Context, cid string) (suites.OracleDisk, bool, error) {
+	diskCID, err := cpiv2.NewDiskCID(cid)
+	if err != nil {
+		return suites.OracleDisk{}, false, err
+	}
+	d, err := o.Cloud.Disk(ctx, diskCID)
+	if errors.Is(err, fakeiaas.ErrNotFound) {
+		return suites.OracleDisk{}, false, nil
+	}
+	if err != nil {
+		return suites.OracleDisk{}, false, err
+	}
+	return suites.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata),
+		AttachedTo: d.VMCID.String(), Device: d.Device}, true, nil
+}
+
+// Settings returns the registry entry, the number of registry writes and
+// the user-data of a VM.
+func (o Oracle) Settings(ctx context.Context, vmCID string) (suites.OracleSettings, error) {
+	s, err := o.Cloud.State(ctx)
+	if err != nil {
+		return suites.OracleSettings{}, err
+	}
+	var out suites.OracleSettings
+	if r, ok := s.Registry[vmCID]; ok {
+		out.Registry = r
+	}
+	puts, err := o.Cloud.History(ctx, fakeiaas.HistoryFilter{Op: fakeiaas.OpRegistryPut, Target: vmCID}, 0)
+	if err != nil {
+		return suites.OracleSettings{}, err
+	}
+	for _, h := range puts {
+		if h.Result == "ok" {
+			out.RegistryWrites++
+		}
+	}
+	for _, vm := range s.VMs {
+		if vm.CID.String() == vmCID && len(vm.UserData) > 0 && string(vm.UserData) != "null" {
+			out.UserData = vm.UserData
+		}
+	}
+	return out, nil
+}
+
+// Faults injects fakeiaas fault rules.
+type Faults struct{ Cloud *fakeiaas.Cloud }
+
+// FailVMCreations makes the next n VM creations fail as a transient
+// capacity error (VMCreationFailed, ok_to_retry), as a cloud out of
+// capacity in a zone does.
+func (f Faults) FailVMCreations(ctx context.Context, n int) (func() error, error) {
+	r, err := f.Cloud.AddFault(ctx, fakeiaas.Rule{Op: fakeiaas.OpCreateVM, Times: n, Effect: fakeiaas.Effect{
+		Kind: fakeiaas.EffectError, ErrorType: cpiv2.TypeVMCreationFailed, OkToRetry: true,
+		Message: "insufficient capacity in the zone (injected by cpilab)",
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		if err := f.Cloud.RemoveFault(context.Background(), r.ID); err != nil && !errors.Is(err, fakeiaas.ErrNotFound) {
+			return err
+		}
+		return nil
+	}, nil
+}
+
+// Agents reaches the testbed's agents over its embedded NATS.
+type Agents struct{ t *Testbed }
+
+// Ping waits until the agent answers ping, up to ctx's deadline (30 s
+// without one); on failure it says why the agent did not start.
+func (a Agents) Ping(ctx context.Context, agentID string) error {
+	timeout := 30 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	err := a.t.mbusCli.WaitUntilReady(agentID, timeout)
+	if err != nil && a.t.agents != nil {
+		if vm := a.vmOf(ctx, agentID); vm != "" {
+			if berr := a.t.agents.lastError(vm); berr != nil {
+				return fmt.Errorf("%w (the agent on %s did not start: %v)", err, vm, berr)
+			}
+		}
+	}
+	return err
+}
+
+func (a Agents) vmOf(ctx context.Context, agentID string) string {
+	s, err := a.t.IaaS.Cloud().State(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, vm := range s.VMs {
+		if vm.AgentID == agentID {
+			return vm.CID.String()
+		}
+	}
+	return ""
+}
+
+// Run runs an agent action and waits for its value.
+func (a Agents) Run(ctx context.Context, agentID, method string, args ...any) (json.RawMessage, error) {
+	type result struct {
+		v   json.RawMessage
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := a.t.mbusCli.Run(agentID, method, args...)
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("agent %s: %s: %w", agentID, method, ctx.Err())
+	}
+}
+
+// Files opens VM file systems over the testbed's SFTP server.
+type Files struct{ t *Testbed }
+
+// Open logs in to the VM over SSH and starts SFTP.
+func (f Files) Open(ctx context.Context, vm suites.VMAccess) (suites.VMFS, error) {
+	c, err := vmssh.Dial(vmssh.ClientConfig{Addr: f.t.SSH.Addr(), VMCID: vm.VMCID, Signer: f.t.signer, HostKey: f.t.SSH.HostKey()})
+	if err != nil {
+		return nil, err
+	}
+	return suites.SFTPFS(c.Client, c), nil
+}
