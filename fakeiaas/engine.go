@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -593,6 +595,29 @@ func (c *Cloud) bootInfoLocked(vm *VM) BootInfo {
 		bi.RegistryURL = c.baseURL + "/registry"
 	}
 	return bi
+}
+
+// BootAll calls the Boot hook for every VM the cloud holds, in CID order:
+// the VMs of a cloud reopened from its data dir are running machines, so
+// their agents must run too. Call it once the hooks can serve (and, for
+// agents that fetch settings over HTTP, after Serve has set the URLs).
+func (c *Cloud) BootAll() error {
+	if c.hooks == nil {
+		return nil
+	}
+	c.mu.Lock()
+	infos := make([]BootInfo, 0, len(c.vms))
+	for _, id := range slices.Sorted(maps.Keys(c.vms)) {
+		infos = append(infos, c.bootInfoLocked(c.vms[id]))
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, bi := range infos {
+		if err := c.hooks.Boot(bi); err != nil {
+			errs = append(errs, fmt.Errorf("fakeiaas: booting %s: %w", bi.VMCID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (c *Cloud) boot(vm VM) error {

@@ -14,7 +14,7 @@
 //	// bin/fakeiaas-cpi -configPath path < request.json
 //	cfg, err := tb.SuiteConfig([]string{"bin/fakeiaas-cpi"}) // for package suites
 //
-// An agent starts in the background after create_vm and keeps trying to
+// Agents boot through agent/boothook: a VM's agent starts with create_vm and keeps trying to
 // read its settings until AgentBootTimeout, because a v1 CPI writes the
 // registry only after create_vm returned the VM CID. Close halts every
 // agent and removes the directory Start created.

@@ -177,7 +177,7 @@ func (a Agents) Ping(ctx context.Context, agentID string) error {
 	err := a.t.mbusCli.WaitUntilReady(agentID, timeout)
 	if err != nil && a.t.agents != nil {
 		if vm := a.vmOf(ctx, agentID); vm != "" {
-			if berr := a.t.agents.lastError(vm); berr != nil {
+			if berr := a.t.agents.LastError(vm); berr != nil {
 				return fmt.Errorf("%w (the agent on %s did not start: %v)", err, vm, berr)
 			}
 		}

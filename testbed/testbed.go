@@ -8,12 +8,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/cpilab/cpilab/agent"
+	"github.com/cpilab/cpilab/agent/boothook"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/vmssh"
 	"github.com/cpilab/cpilab/mbus"
@@ -46,8 +47,6 @@ type Config struct {
 	// RegistryUser and RegistryPassword protect the registry (default
 	// "cpilab" and a random password).
 	RegistryUser, RegistryPassword string
-	// Log receives one line per agent boot problem (default: discarded).
-	Log io.Writer
 }
 
 // Testbed is an embedded fake cloud on loopback: fakeiaas (HTTP API,
@@ -61,7 +60,7 @@ type Testbed struct {
 	SSH     *vmssh.Server
 	signer  ssh.Signer
 	keys    *vmssh.AuthorizedKeys
-	agents  *agentHooks
+	agents  *agent.Fleet // nil with NoAgents
 	mbusTr  *mbus.NATS
 	mbusCli *mbus.Client
 
@@ -86,9 +85,6 @@ func Start(cfg Config) (tb *Testbed, err error) {
 	if cfg.RegistryPassword == "" {
 		cfg.RegistryPassword = randomHex(12)
 	}
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
 	t := &Testbed{cfg: cfg, configs: map[CPISetup]string{}}
 	defer func() {
 		if err != nil {
@@ -112,8 +108,12 @@ func Start(cfg Config) (tb *Testbed, err error) {
 	}
 	var hooks fakeiaas.VMHooks
 	if !cfg.NoAgents {
-		t.agents = newAgentHooks(cfg)
-		hooks = t.agents
+		// Each agent fetches its settings over HTTP and joins the NATS URL
+		// they name, as an agent on a real VM does.
+		t.agents = agent.NewFleet(nil)
+		hooks = boothook.New(boothook.Config{Fleet: t.agents,
+			Base: agent.Config{DeviceTimeout: cfg.AgentDeviceTimeout, DevicePollInterval: 20 * time.Millisecond},
+			Boot: agent.BootOptions{Retry: 50 * time.Millisecond, Timeout: cfg.AgentBootTimeout}})
 	}
 	t.IaaS, err = fakeiaas.Serve(fakeiaas.ServeConfig{
 		DataDir: filepath.Join(t.cfg.Dir, "fakeiaas"), Store: cfg.Store, Hooks: hooks,
@@ -192,7 +192,7 @@ func (t *Testbed) Dir() string { return t.cfg.Dir }
 func (t *Testbed) Close() error {
 	var errs []error
 	if t.agents != nil {
-		t.agents.stopAll()
+		t.agents.StopAll()
 	}
 	if t.SSH != nil {
 		errs = append(errs, t.SSH.Close())

@@ -15,14 +15,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/cpilab/cpilab/agent"
+	"github.com/cpilab/cpilab/agent/boothook"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
@@ -85,7 +84,8 @@ type Lab struct {
 	// otherwise.
 	Server *fakeiaas.Server
 
-	h *hooks
+	fleet *agent.Fleet
+	hooks *boothook.Hooks
 }
 
 // New builds a lab.
@@ -117,27 +117,28 @@ func New(cfg Config) (*Lab, error) {
 	if cfg.AgentMode == "" {
 		cfg.AgentMode = agent.ModeNormal
 	}
-	h := &hooks{r: cfg.Runtime, tr: cfg.Transport, mode: cfg.AgentMode, delay: cfg.BootDelay,
-		agents: map[string]*agent.Agent{}, gen: map[string]int{}}
-	cloud, err := fakeiaas.New(fakeiaas.Config{DataDir: cfg.DataDir, Store: cfg.FakeIaaSStore, Runtime: cfg.Runtime, Hooks: h})
+	fleet := agent.NewFleet(cfg.Runtime)
+	// The agents fetch settings through the cloud's handler in process (set
+	// once the cloud exists, before any VM boots).
+	base := agent.Config{MetadataURL: metadataURL, RegistryURL: registryURL, Transport: cfg.Transport,
+		Runtime: cfg.Runtime, Mode: cfg.AgentMode}
+	var served http.Handler // the cloud's handler, set before any VM can boot
+	base.Fetcher = agent.HandlerFetcher(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.ServeHTTP(w, r)
+	}))
+	hooks := boothook.New(boothook.Config{Fleet: fleet, Base: base,
+		Boot: agent.BootOptions{Delay: cfg.BootDelay, Retry: bootRetry, Timeout: bootTimeout}})
+	cloud, err := fakeiaas.New(fakeiaas.Config{DataDir: cfg.DataDir, Store: cfg.FakeIaaSStore, Runtime: cfg.Runtime, Hooks: hooks})
 	if err != nil {
 		return nil, fmt.Errorf("lab: fakeiaas: %w", err)
 	}
-	h.fetch = agent.HandlerFetcher(cloud.Handler())
+	served = cloud.Handler()
 	// VMs left by a previous run are still running: boot their agents.
-	st, err := cloud.State(context.Background())
-	if err != nil {
+	if err := cloud.BootAll(); err != nil {
 		_ = cloud.Close()
-		return nil, fmt.Errorf("lab: fakeiaas state: %w", err)
+		return nil, fmt.Errorf("lab: %w", err)
 	}
-	for _, vm := range st.VMs {
-		if err := h.Boot(fakeiaas.BootInfo{VMCID: vm.CID.String(), AgentID: vm.AgentID, Root: cloud.VMRoot(vm.CID),
-			StemcellAPIVersion: vm.StemcellAPIVersion, DeviceResolver: vm.DeviceResolver}); err != nil {
-			_ = cloud.Close()
-			return nil, err
-		}
-	}
-	l := &Lab{Cloud: cloud, Transport: cfg.Transport, h: h}
+	l := &Lab{Cloud: cloud, Transport: cfg.Transport, fleet: fleet, hooks: hooks}
 	if len(cfg.CPICommand) > 0 {
 		if err := l.execCPI(cfg); err != nil {
 			_ = cloud.Close()
@@ -203,18 +204,12 @@ const (
 
 // SetAgentMode sets the mode of agents booted from now on (agent.ModeOld
 // reproduces race h).
-func (l *Lab) SetAgentMode(m agent.Mode) {
-	l.h.mu.Lock()
-	l.h.mode = m
-	l.h.mu.Unlock()
-}
+func (l *Lab) SetAgentMode(m agent.Mode) { l.hooks.SetMode(m) }
 
 // Agent returns the running agent of a VM, if any.
 func (l *Lab) Agent(vmCID string) (*agent.Agent, bool) {
-	l.h.mu.Lock()
-	defer l.h.mu.Unlock()
-	a, ok := l.h.agents[vmCID]
-	return a, ok
+	a := l.fleet.Agent(vmCID)
+	return a, a != nil
 }
 
 // ListDisks lists every IaaS disk: the director's restart reconciliation
@@ -233,97 +228,14 @@ func (l *Lab) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) {
 
 // Close stops the agents, the client and the cloud.
 func (l *Lab) Close() error {
-	l.h.mu.Lock()
-	agents := l.h.agents
-	l.h.agents = map[string]*agent.Agent{}
-	l.h.mu.Unlock()
-	for _, cid := range slices.Sorted(maps.Keys(agents)) { // a deterministic order
-		agents[cid].Stop()
-	}
+	l.fleet.StopAll()
 	err := l.Agents.Close()
 	return errors.Join(err, l.closeCloud())
 }
 
-// hooks boots a reference agent on every VM fakeiaas boots.
-type hooks struct {
-	r     rt.Runtime
-	tr    mbus.Transport
-	fetch agent.Fetcher // set once, before the first boot
-	delay time.Duration
-
-	mu     sync.Mutex              // a leaf lock, never held across a call
-	mode   agent.Mode              // guarded by mu
-	agents map[string]*agent.Agent // guarded by mu; by VM CID
-	gen    map[string]int          // guarded by mu; by VM CID: bumped by Halt
-}
-
-func (h *hooks) Boot(bi fakeiaas.BootInfo) error {
-	h.mu.Lock()
-	mode, gen := h.mode, h.gen[bi.VMCID]
-	h.mu.Unlock()
-	if h.delay <= 0 && h.boot(bi, mode, gen) == nil {
-		return nil
-	}
-	// Boot later, or again: a real agent retries fetching its settings (in
-	// the registry flow the CPI writes them after create_vm booted the VM).
-	h.r.Go("lab/boot/"+bi.VMCID, func() {
-		h.r.Sleep(h.delay)
-		for range bootAttempts {
-			if h.boot(bi, mode, gen) == nil || h.halted(bi.VMCID, gen) {
-				return
-			}
-			h.r.Sleep(bootRetry)
-		}
-	})
-	return nil
-}
-
-// An agent that cannot fetch its settings retries every bootRetry, up to
-// bootAttempts times.
+// An agent that cannot fetch its settings yet retries every bootRetry for
+// up to bootTimeout (on the lab's clock).
 const (
-	bootRetry    = 10 * time.Millisecond
-	bootAttempts = 1000
+	bootRetry   = 10 * time.Millisecond
+	bootTimeout = 10 * time.Second
 )
-
-func (h *hooks) halted(vmCID string, gen int) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.gen[vmCID] != gen
-}
-
-func (h *hooks) boot(bi fakeiaas.BootInfo, mode agent.Mode, gen int) error {
-	a, err := agent.Start(agent.Config{
-		Root: bi.Root, VMCID: bi.VMCID, AgentID: bi.AgentID,
-		MetadataURL: metadataURL, RegistryURL: registryURL,
-		RegistryUser: bi.RegistryUser, RegistryPassword: bi.RegistryPassword,
-		StemcellAPIVersion: bi.StemcellAPIVersion, DeviceResolver: bi.DeviceResolver,
-		Fetcher: h.fetch, Transport: h.tr, Runtime: h.r, Mode: mode,
-	})
-	if err != nil {
-		return fmt.Errorf("lab: boot agent on %s: %w", bi.VMCID, err)
-	}
-	h.mu.Lock()
-	if h.gen[bi.VMCID] != gen { // halted while booting
-		h.mu.Unlock()
-		a.Stop()
-		return nil
-	}
-	old := h.agents[bi.VMCID]
-	h.agents[bi.VMCID] = a
-	h.mu.Unlock()
-	if old != nil {
-		old.Stop()
-	}
-	return nil
-}
-
-func (h *hooks) Halt(vmCID string) {
-	h.mu.Lock()
-	a := h.agents[vmCID]
-	delete(h.agents, vmCID)
-	h.gen[vmCID]++
-	h.mu.Unlock()
-	if a != nil {
-		a.Stop()
-	}
-}
