@@ -47,6 +47,9 @@ type Config struct {
 	// RegistryUser and RegistryPassword protect the registry (default
 	// "cpilab" and a random password).
 	RegistryUser, RegistryPassword string
+	// Listen is fakeiaas's loopback address (default "127.0.0.1:0", a free
+	// port).
+	Listen string
 }
 
 // Testbed is an embedded fake cloud on loopback: fakeiaas (HTTP API,
@@ -117,9 +120,13 @@ func Start(cfg Config) (tb *Testbed, err error) {
 	}
 	t.IaaS, err = fakeiaas.Serve(fakeiaas.ServeConfig{
 		DataDir: filepath.Join(t.cfg.Dir, "fakeiaas"), Store: cfg.Store, Hooks: hooks,
-		RegistryUser: cfg.RegistryUser, RegistryPassword: cfg.RegistryPassword,
+		RegistryUser: cfg.RegistryUser, RegistryPassword: cfg.RegistryPassword, Listen: cfg.Listen,
 	})
 	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	// A cloud reopened from Dir holds running VMs: their agents come up too.
+	if err := t.IaaS.Cloud().BootAll(); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	if t.mbusTr, err = mbus.Connect(mbus.NATSConfig{URL: t.NATS.URL(), Name: "cpilab-director"}); err != nil {

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/testbed"
+)
+
+func init() {
+	commands["fakeiaas"] = command{summary: "run the fake cloud (agents, NATS, SFTP included), or manage its fault rules", run: runFakeIaaS}
+}
+
+const fakeiaasUsage = `usage:
+  cpilab fakeiaas [--data-dir DIR] [--listen ADDR] [--memory]   serve the fake cloud
+  cpilab fakeiaas faults list    --url URL                      list fault rules and their counters
+  cpilab fakeiaas faults add     --url URL 'RULE' ['RULE' …]    add rules (one-line form; '-' reads stdin)
+  cpilab fakeiaas faults rm      --url URL ID                   remove a rule
+  cpilab fakeiaas faults release --url URL ID                   release the calls a pause rule holds
+  cpilab fakeiaas faults clear   --url URL                      remove every rule
+
+A rule: id=r1 op=attach_disk target=CID nth=2 prob=0.5 times=1
+        effect=error|latency|rate_limit|lose_response|pause type=DiskNotFound ok_to_retry=true delay=250ms
+`
+
+func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "faults" {
+		return runFaults(ctx, args[1:], stdout, stderr)
+	}
+	fs := newFlagSet("fakeiaas", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, fakeiaasUsage, "\nflags:\n"); fs.PrintDefaults() }
+	dataDir := fs.String("data-dir", "", "state directory: the cloud's database, VM roots, disk files, cpi.json (default: the user's cache dir + cpilab/fakeiaas)")
+	listen := fs.String("listen", "127.0.0.1:0", "loopback address of the HTTP API")
+	memory := fs.Bool("memory", false, "keep state in memory only (nothing survives a restart)")
+	noAgents := fs.Bool("no-agents", false, "do not boot a reference agent on each VM")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dataDir == "" {
+		d, err := fakeiaas.DefaultDataDir()
+		if err != nil {
+			return err
+		}
+		*dataDir = d
+	}
+	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return err
+	}
+	store := "sqlite"
+	if *memory {
+		store = "memory"
+	}
+	tb, err := testbed.Start(testbed.Config{Dir: *dataDir, Store: store, Listen: *listen, NoAgents: *noAgents})
+	if err != nil {
+		return err
+	}
+	defer tb.Close()
+	cpiJSON, err := tb.CPIConfig(testbed.CPISetup{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "fakeiaas listening on %s (data dir %s, %s store)\n", tb.URL(), *dataDir, store)
+	fmt.Fprintf(stdout, "  registry: %s/registry  metadata: %s/metadata  oracle: %s/oracle/state\n", tb.URL(), tb.URL(), tb.URL())
+	fmt.Fprintf(stdout, "  mbus: %s  ssh key: %s\n", tb.MbusURL(), tb.SSHKeyPath())
+	fmt.Fprintf(stdout, "  reference CPI: bin/fakeiaas-cpi -configPath %s\n", cpiJSON)
+	fmt.Fprintf(stdout, "  faults: cpilab fakeiaas faults list --url %s\n", tb.URL())
+	<-ctx.Done()
+	return nil
+}
+
+func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, fakeiaasUsage)
+		return exitError(2)
+	}
+	verb := args[0]
+	fs := newFlagSet("fakeiaas faults "+verb, stderr)
+	url := fs.String("url", "", "the fakeiaas URL printed at start (required)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *url == "" {
+		return fmt.Errorf("faults %s: --url is required", verb)
+	}
+	c := fakeiaas.NewClient(*url)
+	rest := fs.Args()
+	switch verb {
+	case "list":
+		rules, err := c.Faults(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range rules {
+			fmt.Fprintf(stdout, "%s  # matched=%d fired=%d paused=%d\n", r.Rule, r.Matched, r.Fired, r.Paused)
+		}
+		if len(rules) == 0 {
+			fmt.Fprintln(stdout, "no fault rules")
+		}
+		return nil
+	case "add":
+		text := strings.Join(rest, "\n")
+		if len(rest) == 1 && rest[0] == "-" {
+			b, err := io.ReadAll(os.Stdin)
+			if err != nil {
+				return err
+			}
+			text = string(b)
+		}
+		// Parse here first so a typo is reported before anything is sent.
+		if _, err := fakeiaas.ParseRules(text); err != nil {
+			return err
+		}
+		added, err := c.AddFaultText(ctx, text)
+		if err != nil {
+			return err
+		}
+		for _, r := range added {
+			fmt.Fprintln(stdout, r)
+		}
+		return nil
+	case "rm", "release":
+		if len(rest) != 1 {
+			return fmt.Errorf("faults %s: want exactly one rule ID, got %d", verb, len(rest))
+		}
+		if verb == "rm" {
+			return c.RemoveFault(ctx, rest[0])
+		}
+		return c.ReleaseFault(ctx, rest[0])
+	case "clear":
+		return c.ClearFaults(ctx)
+	default:
+		fmt.Fprintf(stderr, "cpilab fakeiaas faults: unknown verb %q\n\n%s", verb, fakeiaasUsage)
+		return exitError(2)
+	}
+}
