@@ -124,11 +124,14 @@ func TestVirtioFallsBackToMapped(t *testing.T) {
 func TestResolverWaitsForDevice(t *testing.T) {
 	v := newVMRoot(t, "vm-1")
 	cid := "disk-0123456789abcdef0123456789"
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		time.Sleep(60 * time.Millisecond)
 		v.attach(t, cid, 'c', "sd", 1)
 	}()
 	got, err := resolver(t, agent.ResolverVirtio, v.root).Resolve(agent.DiskSettings{ID: cid, Path: "/dev/sdc"})
+	<-done // the layout may still be finishing after the link resolved; the root must outlive it
 	if err != nil || got != "/dev/sdc" {
 		t.Fatalf("resolve of a device that appears late: %q, %v", got, err)
 	}
