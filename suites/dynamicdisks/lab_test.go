@@ -1,0 +1,456 @@
+package dynamicdisks_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cpilab/cpilab/agent"
+	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/lab"
+	"github.com/cpilab/cpilab/director/launch"
+	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/rt"
+	"github.com/cpilab/cpilab/suites/dynamicdisks"
+)
+
+// Ginkgo runs one suite per process, so each test runs the suite against a
+// fresh lab director in a child process (this test binary, re-executed):
+// childEnv names the director profile, reportEnv the file the child writes
+// its Summary to.
+const (
+	childEnv  = "CPILAB_DYNAMICDISKS_CHILD"
+	reportEnv = "CPILAB_DYNAMICDISKS_REPORT"
+)
+
+func TestMain(m *testing.M) {
+	if profile := os.Getenv(childEnv); profile != "" {
+		if err := child(profile, os.Getenv(reportEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// labProfiles are the directors the children run the suite against.
+var labProfiles = map[string]func() (director.Knobs, error){
+	"reference": func() (director.Knobs, error) { return director.Profile(director.ProfileReference) },
+	// broken-api is the reference director behind brokenAPI.
+	"broken-api": func() (director.Knobs, error) { return director.Profile(director.ProfileReference) },
+	"upstream":   func() (director.Knobs, error) { return director.Profile(director.ProfileUpstream) },
+	// upstream-workers is upstream with dynamic_disks_workers set, as an
+	// operator would run it: the disk queue runs, the other races remain.
+	"upstream-workers": func() (director.Knobs, error) {
+		k, err := director.Profile(director.ProfileUpstream)
+		k.ZeroDynamicDiskWorkers = false
+		return k, err
+	},
+}
+
+// child serves a lab director over HTTPS, runs the suite against it and
+// writes the summary to report.
+func child(profile, report string) (err error) {
+	if profile == "launch" {
+		return launchChild(report)
+	}
+	knobsOf, ok := labProfiles[profile]
+	if !ok {
+		return fmt.Errorf("unknown profile %q", profile)
+	}
+	knobs, err := knobsOf()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "cpilab-dynamicdisks-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	r := rt.Real(1)
+	l, err := lab.New(lab.Config{Runtime: r, DataDir: filepath.Join(dir, "lab")})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, l.Close()) }()
+	d, err := director.New(director.Config{Runtime: r, Store: store.NewMemory(), CPI: l.CPI, Agents: l.Agents, Inventory: l,
+		Knobs: knobs, AgentTimeout: 10 * time.Second, AgentPingTimeout: time.Second, VMLockTimeout: 20 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, d.Close()) }()
+	auth, err := director.NewAuth(director.AuthConfig{Runtime: r, Users: []director.User{
+		{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
+		{Name: "csi", Password: "csi-pw", Scopes: []string{director.ScopeDisksUpdate, director.ScopeDisksDelete}},
+	}})
+	if err != nil {
+		return err
+	}
+	api, err := director.NewAPI(director.APIConfig{Director: d, Auth: auth, DataDir: filepath.Join(dir, "stemcells")})
+	if err != nil {
+		return err
+	}
+	handler := api.Handler()
+	if profile == "broken-api" {
+		handler = brokenAPI(handler)
+	}
+	srv, err := director.Serve(director.ServeConfig{Handler: handler})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, srv.Close()) }()
+	stemcell, err := filepath.Abs("../../fixtures/director/stemcell-v2")
+	if err != nil {
+		return err
+	}
+	cfg := dynamicdisks.Config{
+		URL: srv.URL(), CACertPEM: srv.CACertPEM(),
+		Admin:  dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
+		Disks:  dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
+		Setup:  dynamicdisks.Setup{StemcellLocation: stemcell},
+		Oracle: oracle{l.Cloud}, Links: links{l.Cloud}, Gates: gates{l.Cloud},
+		// Short: a disk task still queued after 3 s is stuck (every task
+		// of the lab takes milliseconds).
+		// Settle: a generous wait for the second create_disk of race (a),
+		// so a loaded machine does not hide the race.
+		Timeouts: dynamicdisks.Timeouts{Task: 3 * time.Second, Deploy: 30 * time.Second, Settle: time.Second},
+	}
+	return runSuite(cfg, report)
+}
+
+// runSuite runs the suite and writes its summary to report.
+func runSuite(cfg dynamicdisks.Config, report string) error {
+	sum, err := dynamicdisks.Run(context.Background(), cfg, dynamicdisks.RunOptions{Timeout: 2 * time.Minute})
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(report, b, 0o600)
+}
+
+// launchChild runs the suite against `cpilab director` as launch.Run
+// serves it (embedded NATS, SQLite, users from its config), knowing only
+// its URL, CA certificate and credentials, as for any other director: no
+// oracle, links or gates.
+func launchChild(report string) error {
+	dir, err := os.MkdirTemp("", "cpilab-dynamicdisks-launch-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan launch.Info, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- launch.Run(ctx, launch.Config{DataDir: dir, Listen: "127.0.0.1:0", Out: io.Discard,
+			Users: []director.User{
+				{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
+				// The RFC's scope names this time.
+				{Name: "csi", Password: "csi-pw", Scopes: []string{director.ScopeRFCCreate, director.ScopeRFCAttach,
+					director.ScopeRFCDetach, director.ScopeRFCList, director.ScopeRFCDelete}},
+			},
+			Ready: func(i launch.Info) { ready <- i }})
+	}()
+	var info launch.Info
+	select {
+	case info = <-ready:
+	case err := <-done:
+		return fmt.Errorf("launch.Run: %v", err)
+	}
+	ca, err := os.ReadFile(info.CACertPath)
+	if err != nil {
+		return err
+	}
+	stemcell, err := filepath.Abs("../../fixtures/director/stemcell-v2")
+	if err != nil {
+		return err
+	}
+	err = runSuite(dynamicdisks.Config{
+		URL: info.URL, CACertPEM: ca,
+		Admin: dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
+		Disks: dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
+		Setup: dynamicdisks.Setup{StemcellLocation: stemcell},
+	}, report)
+	cancel()
+	return errors.Join(err, <-done)
+}
+
+// brokenAPI serves the reference API with three bugs of the kind the
+// suite's auth and input specs are there to catch: GET /dynamic_disks
+// without credentials answers 200, a 403 becomes 200, and a 400 no longer
+// names its field.
+func brokenAPI(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		status, body := rec.Code, rec.Body.Bytes()
+		switch {
+		case status == http.StatusUnauthorized && r.Method == http.MethodGet && r.URL.Path == "/dynamic_disks":
+			status, body = http.StatusOK, []byte("[]\n")
+		case status == http.StatusForbidden:
+			status, body = http.StatusOK, []byte("{}\n")
+		case status == http.StatusBadRequest:
+			body = []byte(`{"code":400,"description":"bad request"}` + "\n")
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	})
+}
+
+// oracle reads fakeiaas's state.
+type oracle struct{ c *fakeiaas.Cloud }
+
+func (o oracle) Disk(ctx context.Context, cid string) (dynamicdisks.OracleDisk, bool, error) {
+	st, err := o.c.State(ctx)
+	if err != nil {
+		return dynamicdisks.OracleDisk{}, false, err
+	}
+	for _, d := range st.Disks {
+		if d.CID.String() == cid {
+			return dynamicdisks.OracleDisk{AttachedTo: d.VMCID.String(), Metadata: d.Metadata}, true, nil
+		}
+	}
+	return dynamicdisks.OracleDisk{}, false, nil
+}
+
+func (o oracle) Disks(ctx context.Context) ([]string, error) {
+	st, err := o.c.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(st.Disks))
+	for _, d := range st.Disks {
+		out = append(out, d.CID.String())
+	}
+	return out, nil
+}
+
+// links reads the agent's links in the VM roots fakeiaas keeps (the file
+// system an SFTP session onto the VM shows).
+type links struct{ c *fakeiaas.Cloud }
+
+func (k links) DynamicDiskLink(_ context.Context, vm dynamicdisks.VM, diskCID string) (string, bool, error) {
+	vmCID, err := cpiv2.NewVMCID(vm.VMCID)
+	if err != nil {
+		return "", false, err
+	}
+	target, err := os.Readlink(filepath.Join(k.c.VMRoot(vmCID), agent.DynamicDiskLink(diskCID)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	return target, err == nil, err
+}
+
+// gates hold fakeiaas operations with pause fault rules.
+type gates struct{ c *fakeiaas.Cloud }
+
+func (g gates) Hold(ctx context.Context, op string) (dynamicdisks.Gate, error) {
+	r, err := g.c.AddFault(ctx, fakeiaas.Rule{Op: fakeiaas.Op(op), Effect: fakeiaas.Effect{Kind: fakeiaas.EffectPause}})
+	if err != nil {
+		return nil, err
+	}
+	return gate{c: g.c, id: r.ID}, nil
+}
+
+type gate struct {
+	c  *fakeiaas.Cloud
+	id string
+}
+
+func (g gate) Held(ctx context.Context) (int, error) {
+	all, err := g.c.Faults(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range all {
+		if s.ID == g.id {
+			return s.Paused, nil
+		}
+	}
+	return 0, nil // released
+}
+
+func (g gate) Release(ctx context.Context) error {
+	err := g.c.RemoveFault(ctx, g.id)
+	if errors.Is(err, fakeiaas.ErrNotFound) {
+		return nil // released before
+	}
+	return err
+}
+
+// runChild runs the suite against a lab director of profile in a child
+// process and returns its summary.
+func runChild(t *testing.T, profile string) dynamicdisks.Summary {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "summary.json")
+	start := time.Now()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+profile, reportEnv+"="+report)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the suite against the %s director: %v\n%s", profile, err, out)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("the child wrote no summary: %v\n%s", err, out)
+	}
+	var sum dynamicdisks.Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	sum.WriteText(&text)
+	t.Logf("the suite against the %s director, in %s:\n%s", profile, time.Since(start).Round(time.Millisecond), text.String())
+	return sum
+}
+
+// spec finds the spec carrying label (or whose text starts with prefix).
+func spec(t *testing.T, sum dynamicdisks.Summary, label, prefix string) dynamicdisks.SpecResult {
+	t.Helper()
+	for _, s := range sum.Specs {
+		if (label != "" && s.HasLabel(label)) || (prefix != "" && strings.HasPrefix(s.Text, prefix)) {
+			return s
+		}
+	}
+	t.Fatalf("no spec labelled %q or starting %q ran", label, prefix)
+	return dynamicdisks.SpecResult{}
+}
+
+// The reference director passes every spec, none skipped: the lab gives
+// the suite an oracle, links and gates.
+func TestReferenceDirectorPasses(t *testing.T) {
+	t.Parallel()
+	sum := runChild(t, "reference")
+	if !sum.OK() || sum.Skipped != 0 {
+		t.Fatalf("against the reference director: %d passed, %d failed, %d not checked; want every spec to pass",
+			sum.Passed, sum.Failed, sum.Skipped)
+	}
+	if sum.Passed < 20 {
+		t.Fatalf("only %d specs ran", sum.Passed)
+	}
+}
+
+// The upstream director (no dynamic_disks workers, no disk-name lock) fails
+// the queue (i) and race (a) specs, while the specs that need no task (auth,
+// input) still pass: the suite fails for the right reasons.
+func TestUpstreamDirectorFailsQueueAndRace(t *testing.T) {
+	t.Parallel()
+	sum := runChild(t, "upstream")
+	for _, l := range []string{"queue:i", "race:a"} {
+		s := spec(t, sum, l, "")
+		if !s.Failed() {
+			t.Errorf("spec %q %s against the upstream director; want failed", s.Text, s.State)
+		} else if !strings.Contains(s.Reason, "no worker") {
+			t.Errorf("spec %q failed, but not because the dynamic_disks queue has no worker:\n%s", s.Text, s.Reason)
+		}
+	}
+	for _, c := range []string{dynamicdisks.ClauseNoCredentials, dynamicdisks.ClauseScopeOnly, dynamicdisks.ClauseBadBody,
+		dynamicdisks.ClauseDiskNames} {
+		if s := spec(t, sum, "", c); s.State != "passed" {
+			t.Errorf("spec %q %s against the upstream director; it needs no task and should pass:\n%s", s.Text, s.State, s.Reason)
+		}
+	}
+}
+
+// Upstream with dynamic_disks workers: exactly the race (a) and race (e)
+// specs fail, each for its own reason: concurrent provides made two IaaS
+// disks (one leaked), and DELETE of an attached disk called delete_disk on
+// it. Everything else, the queue spec included, passes.
+func TestUpstreamWithWorkersFailsRacesAAndE(t *testing.T) {
+	t.Parallel()
+	sum := runChild(t, "upstream-workers")
+	want := map[string]string{"race:a": "leaked", "race:e": "is attached to VM"}
+	for _, s := range sum.Specs {
+		label := ""
+		for l := range want {
+			if s.HasLabel(l) {
+				label = l
+			}
+		}
+		switch {
+		case label == "" && s.State != "passed":
+			t.Errorf("spec %q %s against upstream with workers; want passed:\n%s", s.Text, s.State, s.Reason)
+		case label != "" && !s.Failed():
+			t.Errorf("spec %q %s against upstream with workers; want failed", s.Text, s.State)
+		case label != "" && (len(s.Violations) == 0 || !strings.Contains(s.Violations[0].Did, want[label])):
+			t.Errorf("spec %q failed, but not by finding %q: %+v", s.Text, want[label], s.Violations)
+		}
+	}
+	spec(t, sum, "race:a", "")
+	spec(t, sum, "race:e", "")
+}
+
+// Against `cpilab director` known only by URL, CA and credentials (the
+// RFC's scope names for the disk user), the specs that need an oracle,
+// links or gates are reported as not checked, with their reasons, and
+// every other spec passes.
+func TestLaunchedDirectorWithoutOracle(t *testing.T) {
+	t.Parallel()
+	sum := runChild(t, "launch")
+	if sum.Failed != 0 || sum.SuiteFailure != "" {
+		t.Fatalf("against cpilab director: %d failed; want none", sum.Failed)
+	}
+	for _, l := range []string{"cap:oracle", "cap:links", "cap:gates"} {
+		for _, s := range sum.Specs {
+			if s.HasLabel(l) && (s.State != "skipped" || !strings.HasPrefix(s.Reason, "not checked: ")) {
+				t.Errorf("spec %q (%s) %s without the capability; want skipped with a reason, got %q", s.Text, l, s.State, s.Reason)
+			}
+		}
+	}
+	if sum.Skipped != 4 || len(sum.NotChecked) != 3 {
+		t.Errorf("%d specs not checked for %d reasons %v; want 4 for 3", sum.Skipped, len(sum.NotChecked), sum.NotChecked)
+	}
+	if s := spec(t, sum, "race:a", ""); s.State != "passed" {
+		t.Errorf("race (a) judged by the API alone: %s; want passed", s.State)
+	}
+}
+
+// The suite catches a director whose auth and input handling are broken
+// (brokenAPI): exactly the 401, 403 and bad-body specs fail, and each says
+// what the director answered instead.
+func TestBrokenAPIFailsAuthAndInputSpecs(t *testing.T) {
+	t.Parallel()
+	sum := runChild(t, "broken-api")
+	want := map[string]string{
+		dynamicdisks.ClauseNoCredentials: "answered HTTP 200, not 401",
+		dynamicdisks.ClauseScopeOnly:     "answered HTTP 200 to the disk-scoped credentials, not 403",
+		dynamicdisks.ClauseBadBody:       "does not name the field",
+	}
+	for _, s := range sum.Specs {
+		did, broken := want[s.Text]
+		switch {
+		case !broken && s.State != "passed":
+			t.Errorf("spec %q %s against the broken API; want passed:\n%s", s.Text, s.State, s.Reason)
+		case broken && !s.Failed():
+			t.Errorf("spec %q %s against the broken API; want failed", s.Text, s.State)
+		case broken && (len(s.Violations) == 0 || !strings.Contains(s.Violations[0].Did, did) || s.Violations[0].Request == ""):
+			t.Errorf("spec %q failed, but its violation %+v does not say %q with the request", s.Text, s.Violations, did)
+		}
+		delete(want, s.Text)
+	}
+	if len(want) > 0 {
+		t.Errorf("specs did not run: %v", want)
+	}
+}

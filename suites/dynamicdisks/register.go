@@ -1,0 +1,225 @@
+package dynamicdisks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/formatter"
+	"github.com/onsi/ginkgo/v2/types"
+	"github.com/onsi/gomega"
+)
+
+// Register adds the dynamic disks suite to the current Ginkgo tree, for
+// embedding in someone else's suite (call it at the top level of a _test.go
+// file, or inside a Describe). cfg is read when the suite's BeforeAll runs,
+// so a BeforeSuite may still fill it in.
+func Register(cfg *Config) bool {
+	describe(cfg, context.Background())
+	return true
+}
+
+// Test registers the suite and runs it inside a go test:
+//
+//	func TestMyDirector(t *testing.T) { dynamicdisks.Test(t, cfg) }
+//
+// Ginkgo runs one suite per process: call Test (or Run) once. Ginkgo's
+// flags (-ginkgo.label-filter, -ginkgo.focus, -ginkgo.v, …) apply.
+func Test(t GinkgoTestingT, cfg Config) bool {
+	gomega.RegisterFailHandler(Fail)
+	Register(&cfg)
+	return RunSpecs(t, "cpilab dynamic disks API certification")
+}
+
+// RunOptions configure Run.
+type RunOptions struct {
+	// LabelFilter is a Ginkgo label filter, e.g. "area:auth || race:a".
+	LabelFilter string
+	// Focus are regexps on the full spec text; only matching specs run.
+	Focus []string
+	// JUnitReport and JSONReport are files Ginkgo writes its reports to.
+	JUnitReport, JSONReport string
+	// Output receives Ginkgo's verbose output when Verbose is set
+	// (default: discarded).
+	Output  io.Writer
+	Verbose bool
+	// Progress is called after each spec that ran.
+	Progress func(SpecResult)
+	// Timeout bounds the whole run (default 30 min).
+	Timeout time.Duration
+}
+
+type fakeT struct{ failed bool }
+
+func (t *fakeT) Fail() { t.failed = true }
+
+// Run registers the suite and runs it outside go test (the `cpilab
+// certify` path), returning the summary. It owns the process's Ginkgo
+// state: call it once per process. Cancelling ctx stops the waits of the
+// running spec; the remaining specs then fail fast.
+func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
+	gomega.RegisterFailHandler(Fail)
+	describe(&cfg, ctx)
+	var report types.Report
+	ReportAfterEach(func(sr types.SpecReport) {
+		if opts.Progress != nil && ran(sr) {
+			opts.Progress(specResult(sr))
+		}
+	})
+	ReportAfterSuite("cpilab dynamic disks summary", func(r types.Report) { report = r })
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	suiteConfig.LabelFilter = opts.LabelFilter
+	suiteConfig.FocusStrings = opts.Focus
+	suiteConfig.Timeout = opts.Timeout
+	if suiteConfig.Timeout <= 0 {
+		suiteConfig.Timeout = 30 * time.Minute
+	}
+	reporterConfig.JUnitReport = opts.JUnitReport
+	reporterConfig.JSONReport = opts.JSONReport
+	reporterConfig.NoColor = true
+	out := opts.Output
+	if !opts.Verbose || out == nil {
+		out = io.Discard
+	} else {
+		reporterConfig.Verbose = true
+	}
+	formatter.ColorableStdOut = out
+	RunSpecs(&fakeT{}, "cpilab dynamic disks API certification", suiteConfig, reporterConfig)
+	if report.SuiteDescription == "" {
+		return Summary{}, errors.New("dynamicdisks: Ginkgo produced no report")
+	}
+	return Summarize(report), nil
+}
+
+// SpecResult is one spec as the summary shows it.
+type SpecResult struct {
+	// Text is the It text: the clause it checks.
+	Text   string   `json:"text"`
+	Labels []string `json:"labels"`
+	// State is "passed", "failed", "skipped" (not checked, with Reason) or
+	// another Ginkgo state ("panicked", "timedout", "interrupted", …).
+	State string `json:"state"`
+	// Reason is a skip's reason, or a failure's message.
+	Reason string `json:"reason,omitempty"`
+	// Violations are the broken clauses with the exchange that showed
+	// each.
+	Violations []Violation        `json:"violations,omitempty"`
+	Duration   time.Duration      `json:"duration"`
+	Location   types.CodeLocation `json:"-"`
+}
+
+// Failed reports whether the spec failed (in any way).
+func (s SpecResult) Failed() bool {
+	return s.State != types.SpecStatePassed.String() && s.State != types.SpecStateSkipped.String()
+}
+
+// HasLabel reports whether the spec carries label l.
+func (s SpecResult) HasLabel(l string) bool {
+	for _, x := range s.Labels {
+		if x == l {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary is the outcome of a run.
+type Summary struct {
+	Passed, Failed, Skipped int
+	// Specs are the specs that ran, in run order.
+	Specs []SpecResult `json:"specs"`
+	// NotChecked counts the specs skipped for each reason.
+	NotChecked map[string]int `json:"not_checked,omitempty"`
+	// SuiteFailure is a failure outside any spec (set-up, clean-up).
+	SuiteFailure string `json:"suite_failure,omitempty"`
+}
+
+// OK reports whether nothing failed and at least one spec passed.
+func (s Summary) OK() bool { return s.Failed == 0 && s.Passed > 0 && s.SuiteFailure == "" }
+
+// Summarize builds a Summary from a Ginkgo report (of Run, or of a suite
+// that embeds Register).
+func Summarize(r types.Report) Summary {
+	s := Summary{NotChecked: map[string]int{}}
+	for _, sr := range r.SpecReports {
+		if !ran(sr) {
+			continue
+		}
+		if sr.LeafNodeType != types.NodeTypeIt {
+			if sr.Failed() {
+				s.SuiteFailure = strings.TrimSpace(s.SuiteFailure + "\n" + sr.LeafNodeType.String() + ": " + sr.Failure.Message)
+			}
+			continue
+		}
+		res := specResult(sr)
+		s.Specs = append(s.Specs, res)
+		switch {
+		case res.State == types.SpecStatePassed.String():
+			s.Passed++
+		case res.State == types.SpecStateSkipped.String():
+			s.Skipped++
+			s.NotChecked[res.Reason]++
+		default:
+			s.Failed++
+		}
+	}
+	return s
+}
+
+// ran is false for specs filtered out (skipped without a message).
+func ran(sr types.SpecReport) bool {
+	return !(sr.State == types.SpecStateSkipped && sr.Failure.Message == "")
+}
+
+func specResult(sr types.SpecReport) SpecResult {
+	res := SpecResult{Text: sr.LeafNodeText, Labels: sr.Labels(), State: sr.State.String(),
+		Duration: sr.RunTime, Location: sr.LeafNodeLocation}
+	if sr.State != types.SpecStatePassed {
+		res.Reason = sr.Failure.Message
+	}
+	for _, e := range sr.ReportEntries {
+		if v, ok := e.Value.GetRawValue().(Violation); ok && e.Name == ReportEntryViolation {
+			res.Violations = append(res.Violations, v)
+		}
+	}
+	return res
+}
+
+// WriteText writes the summary for a terminal: each failure with its
+// clause, what the director did and the exchange, then the counts and the
+// not-checked reasons.
+func (s Summary) WriteText(w io.Writer) {
+	for _, sp := range s.Specs {
+		mark := "✔"
+		switch {
+		case sp.State == types.SpecStateSkipped.String():
+			mark = "–"
+		case sp.Failed():
+			mark = "✘"
+		}
+		fmt.Fprintf(w, "%s %s\n", mark, sp.Text)
+		if sp.Failed() {
+			fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(strings.TrimSpace(sp.Reason), "\n", "\n  "))
+		}
+	}
+	if s.SuiteFailure != "" {
+		fmt.Fprintf(w, "✘ outside the specs: %s\n", s.SuiteFailure)
+	}
+	fmt.Fprintf(w, "\n%d passed, %d failed, %d not checked\n", s.Passed, s.Failed, s.Skipped)
+	if len(s.NotChecked) > 0 {
+		fmt.Fprintln(w, "\nNot checked (these are not passes):")
+		reasons := make([]string, 0, len(s.NotChecked))
+		for r := range s.NotChecked {
+			reasons = append(reasons, r)
+		}
+		sort.Strings(reasons)
+		for _, r := range reasons {
+			fmt.Fprintf(w, "  %3d × %s\n", s.NotChecked[r], r)
+		}
+	}
+}

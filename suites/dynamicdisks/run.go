@@ -1,0 +1,274 @@
+package dynamicdisks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/cpilab/cpilab/director"
+	. "github.com/onsi/ginkgo/v2"
+)
+
+// run is the state of one registration of the suite: filled in by
+// BeforeAll, read by the specs.
+type run struct {
+	cfg        Config
+	s          *session
+	t          *tracker
+	deployment string
+	a, b       director.Instance // the two instances disks are provided to
+	stemcellOS string
+	seq        atomic.Int64
+	base       context.Context // the run's context (Run's ctx); specs also stop on their own
+}
+
+// ctx is a spec's context, also cancelled when the run's is.
+func (r *run) ctx(spec context.Context) context.Context {
+	ctx, cancel := r.merge(spec)
+	DeferCleanup(cancel)
+	return ctx
+}
+
+// merge is ctx of spec, also cancelled when the run's is; call cancel
+// when done.
+func (r *run) merge(spec context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(spec)
+	stop := context.AfterFunc(r.base, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// name returns a unique disk name for this run, tagged with what it is
+// for, and tracks it for clean-up.
+func (r *run) name(tag string) string {
+	n := fmt.Sprintf("%s-%s-%d", r.cfg.RunID, tag, r.seq.Add(1))
+	r.t.add("disk", n)
+	return n
+}
+
+// setUp connects, deploys when asked to, and picks the two instances.
+func (r *run) setUp(ctx context.Context, cfg Config) {
+	GinkgoHelper()
+	r.cfg = cfg.withDefaults()
+	if err := r.cfg.validate(); err != nil {
+		violatef(ClauseSetup, nil, "invalid Config: %v", err)
+	}
+	s, err := newSession(ctx, r.cfg)
+	if err != nil {
+		violatef(ClauseSetup, nil, "%v", err)
+	}
+	r.s, r.t = s, &tracker{s: s}
+	r.deployment = r.cfg.Deployment
+	if r.deployment == "" {
+		r.deployment = r.cfg.RunID
+		r.deploy(ctx, r.deployment)
+	}
+	insts, err := s.admin.dc.Instances(ctx, r.deployment)
+	if err != nil {
+		violatef(ClauseSetup, nil, "GET /deployments/%s/instances as admin: %v", r.deployment, err)
+	}
+	var use []director.Instance
+	for _, in := range insts {
+		if in.VMCID == "" {
+			continue
+		}
+		if len(r.cfg.Instances) == 0 || slices.Contains(r.cfg.Instances, in.ID) {
+			use = append(use, in)
+		}
+	}
+	if len(use) < 2 {
+		violatef(ClauseSetup, nil, "deployment %s has %d usable instances (with a VM%s); the suite needs two: %+v",
+			r.deployment, len(use), map[bool]string{true: ", named by Config.Instances"}[len(r.cfg.Instances) > 0], insts)
+	}
+	r.a, r.b = use[0], use[1]
+	GinkgoWriter.Printf("dynamic disks suite: run %s, deployment %s, instances %s (VM %s) and %s (VM %s), pool %s\n",
+		r.cfg.RunID, r.deployment, r.a.ID, r.a.VMCID, r.b.ID, r.b.VMCID, r.cfg.DiskPool)
+}
+
+// deploy uploads Setup's stemcell and cloud config, then deploys name
+// with two instances, tracking it for clean-up.
+func (r *run) deploy(ctx context.Context, name string) {
+	GinkgoHelper()
+	s, su := r.s, r.cfg.Setup
+	dctx, cancel := context.WithTimeout(ctx, r.cfg.Timeouts.Deploy)
+	defer cancel()
+	var err error
+	switch {
+	case su.StemcellLocation != "":
+		err = s.admin.dc.UploadStemcell(dctx, su.StemcellLocation)
+	case len(su.StemcellManifest) > 0:
+		err = s.admin.dc.UploadStemcellManifest(dctx, su.StemcellManifest, su.StemcellImagePath)
+	}
+	if err != nil {
+		violatef(ClauseSetup, nil, "stemcell upload as admin: %v", err)
+	}
+	if !su.KeepCloudConfig {
+		if err := s.admin.dc.UpdateCloudConfig(dctx, su.CloudConfig); err != nil {
+			violatef(ClauseSetup, nil, "POST /cloud_configs as admin: %v", err)
+		}
+	}
+	r.t.add("deployment", name)
+	if err := s.admin.dc.Deploy(dctx, su.Manifest(name, r.osOf(dctx), 2)); err != nil {
+		violatef(ClauseSetup, nil, "deploy %s as admin: %v", name, err)
+	}
+}
+
+// vm returns an instance's VM as the director shows it now.
+func (r *run) vm(ctx context.Context, id string) VM {
+	GinkgoHelper()
+	insts, err := r.s.admin.dc.Instances(ctx, r.deployment)
+	if err != nil {
+		Fail(fmt.Sprintf("GET /deployments/%s/instances as admin: %v", r.deployment, err))
+	}
+	for _, in := range insts {
+		if in.ID == id {
+			return VM{InstanceID: id, VMCID: in.VMCID, AgentID: in.AgentID}
+		}
+	}
+	Fail(fmt.Sprintf("instance %s is no longer in deployment %s", id, r.deployment))
+	return VM{}
+}
+
+// provideBody is POST /dynamic_disks/provide's body.
+type provideBody struct {
+	DiskName     string            `json:"disk_name"`
+	DiskSize     int               `json:"disk_size,omitempty"`
+	DiskPoolName string            `json:"disk_pool_name"`
+	InstanceID   string            `json:"instance_id"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+}
+
+// createBody is POST /dynamic_disks's body.
+type createBody struct {
+	DiskName     string `json:"disk_name"`
+	DiskSize     int    `json:"disk_size,omitempty"`
+	DiskPoolName string `json:"disk_pool_name"`
+	InstanceID   string `json:"instance_id"`
+}
+
+func (r *run) provide(ctx context.Context, name, instance string, meta map[string]string) *Exchange {
+	return r.s.sendJSON(ctx, r.s.disks, http.MethodPost, "/dynamic_disks/provide", provideBody{
+		DiskName: name, DiskSize: r.cfg.DiskSizeMiB, DiskPoolName: r.cfg.DiskPool, InstanceID: instance, Metadata: meta})
+}
+
+func (r *run) create(ctx context.Context, name, instance string) *Exchange {
+	return r.s.sendJSON(ctx, r.s.disks, http.MethodPost, "/dynamic_disks", createBody{
+		DiskName: name, DiskSize: r.cfg.DiskSizeMiB, DiskPoolName: r.cfg.DiskPool, InstanceID: instance})
+}
+
+func (r *run) attach(ctx context.Context, name, instance string) *Exchange {
+	return r.s.sendJSON(ctx, r.s.disks, http.MethodPost, diskPath(name, "/attach"), map[string]string{"instance_id": instance})
+}
+
+func (r *run) detach(ctx context.Context, name string) *Exchange {
+	return r.s.send(ctx, r.s.disks, http.MethodPost, diskPath(name, "/detach"), nil, "")
+}
+
+func (r *run) remove(ctx context.Context, name string) *Exchange {
+	return r.s.send(ctx, r.s.disks, http.MethodDelete, diskPath(name, ""), nil, "")
+}
+
+// task requires x to be a 302 to /tasks/<id> and waits for that task.
+func (r *run) task(ctx context.Context, clause string, x *Exchange) director.TaskView {
+	GinkgoHelper()
+	id := x.taskID()
+	if id == 0 {
+		violatef(clause, x, "answered no 302 redirect to /tasks/<id>")
+	}
+	tv, err := r.s.waitTask(ctx, r.s.disks, id, r.cfg.Timeouts.Task)
+	var st *errStuck
+	switch {
+	case errors.As(err, &st):
+		violatef(clause, x, "%v; the dynamic_disks queue has no worker (CONTRACTS §7(i)): %s", err, taskString(tv))
+	case err != nil:
+		violatef(clause, x, "%v", err)
+	}
+	return tv
+}
+
+// done requires x's task to succeed and returns the disk_cid its result
+// holds ("" when it holds none).
+func (r *run) done(ctx context.Context, clause string, x *Exchange) string {
+	GinkgoHelper()
+	tv := r.task(ctx, clause, x)
+	if tv.State != director.TaskDone {
+		violatef(clause, x, "the task failed: %s", taskString(tv))
+	}
+	cid, _, _, err := r.s.resultCID(ctx, r.s.disks, tv.ID)
+	if err != nil {
+		violatef(clause, x, "%v", err)
+	}
+	return cid
+}
+
+// doneCID is done, and the result must hold a non-empty disk_cid.
+func (r *run) doneCID(ctx context.Context, clause string, x *Exchange) string {
+	GinkgoHelper()
+	tv := r.task(ctx, clause, x)
+	if tv.State != director.TaskDone {
+		violatef(clause, x, "the task failed: %s", taskString(tv))
+	}
+	cid, ok, raw, err := r.s.resultCID(ctx, r.s.disks, tv.ID)
+	if err != nil {
+		violatef(clause, x, "%v", err)
+	}
+	if !ok || cid == "" {
+		violatef(clause, x, "task %d succeeded, but its result %q holds no disk_cid", tv.ID, strings.TrimSpace(string(raw)))
+	}
+	return cid
+}
+
+// refused requires the director to refuse x: a 302 whose task fails, or
+// (when refusals is not empty) one of those statuses at once.
+func (r *run) refused(ctx context.Context, clause string, x *Exchange, refusals ...int) {
+	GinkgoHelper()
+	if x.Err == nil && slices.Contains(refusals, x.Status) {
+		return
+	}
+	if x.taskID() == 0 {
+		violatef(clause, x, "answered neither a 302 to a task nor a refusal (HTTP %v)", refusals)
+	}
+	tv := r.task(ctx, clause, x)
+	if tv.State != director.TaskError {
+		violatef(clause, x, "the task ended %s, not in error: %s", tv.State, taskString(tv))
+	}
+}
+
+// listed returns GET /dynamic_disks's entry for name (ok false: absent).
+func (r *run) listed(ctx context.Context, clause, name string) (director.DiskInfo, bool) {
+	GinkgoHelper()
+	x := r.s.send(ctx, r.s.disks, http.MethodGet, "/dynamic_disks", nil, "")
+	if x.Err != nil || x.Status != http.StatusOK {
+		violatef(clause, x, "GET /dynamic_disks did not answer 200")
+	}
+	var all []director.DiskInfo
+	if err := json.Unmarshal(x.Answer, &all); err != nil {
+		violatef(clause, x, "GET /dynamic_disks answered no list of disks: %v", err)
+	}
+	n := 0
+	var out director.DiskInfo
+	for _, d := range all {
+		if d.Name == name {
+			n++
+			out = d
+		}
+	}
+	if n > 1 {
+		violatef(clause, x, "GET /dynamic_disks lists %q %d times", name, n)
+	}
+	return out, n == 1
+}
+
+// oracleDisk returns the IaaS disk cid (ok false: none).
+func (r *run) oracleDisk(ctx context.Context, cid string) (OracleDisk, bool) {
+	GinkgoHelper()
+	d, ok, err := r.cfg.Oracle.Disk(ctx, cid)
+	if err != nil {
+		Fail(fmt.Sprintf("oracle: disk %s: %v", cid, err))
+	}
+	return d, ok
+}
