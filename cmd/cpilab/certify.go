@@ -255,21 +255,45 @@ func (p *progress) update(done, total int, sr *types.SpecReport) {
 	}
 	switch {
 	case sr.State.Is(types.SpecStatePassed):
-		p.pass++
+		p.spec(done, total, outcomePassed, sr.FullText())
 	case sr.State.Is(types.SpecStateSkipped | types.SpecStatePending):
+		p.spec(done, total, outcomeSkipped, sr.FullText())
+	default:
+		p.spec(done, total, outcomeFailed, sr.FullText())
+	}
+}
+
+// The outcomes the progress line counts.
+const (
+	outcomePassed = iota
+	outcomeFailed
+	outcomeSkipped
+)
+
+// spec counts one finished spec and shows it: in place on a terminal, else
+// a line per failure and a summary line every few seconds. total 0: unknown.
+func (p *progress) spec(done, total, outcome int, text string) {
+	switch outcome {
+	case outcomePassed:
+		p.pass++
+	case outcomeSkipped:
 		p.skip++
 	default:
 		p.fail++
 	}
-	line := fmt.Sprintf("[%d/%d] ✔ %d  ✘ %d  – %d  %s", done, total, p.pass, p.fail, p.skip, shorten(sr.FullText(), 70))
+	count := fmt.Sprint(done)
+	if total > 0 {
+		count = fmt.Sprintf("%d/%d", done, total)
+	}
+	line := fmt.Sprintf("[%s] ✔ %d  ✘ %d  – %d  %s", count, p.pass, p.fail, p.skip, shorten(text, 70))
 	if p.tty {
 		pad := max(0, p.lastLine-len([]rune(line)))
 		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
 		p.lastLine = len([]rune(line))
 		return
 	}
-	if sr.Failed() {
-		fmt.Fprintf(p.w, "✘ %s\n", sr.FullText())
+	if outcome == outcomeFailed {
+		fmt.Fprintf(p.w, "✘ %s\n", text)
 	}
 	if done == total || time.Since(p.lastPrint) > 5*time.Second {
 		fmt.Fprintln(p.w, line)

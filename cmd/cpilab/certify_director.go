@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/launch"
+	"github.com/cpilab/cpilab/suites/dynamicdisks"
+)
+
+func init() {
+	commands["certify-director"] = command{summary: "certify a director's dynamic disks API (an embedded reference director by default)", run: runCertifyDirector}
+}
+
+// The stemcell the suite uploads when it deploys its own instances, written
+// next to the embedded director (its location is a path on the director's
+// host).
+const (
+	ddStemcellMF = `---
+name: bosh-fakeiaas-ubuntu-jammy-go_agent
+version: "1.100"
+operating_system: ubuntu-jammy
+api_version: 2
+stemcell_formats:
+- fakeiaas-raw
+cloud_properties: {}
+`
+	ddStemcellImage = `{"name": "bosh-fakeiaas-ubuntu-jammy-go_agent", "version": "1.100", "api_version": 2, "agent": {"device_path_resolution_type": "virtio"}}
+`
+)
+
+func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("certify-director", stderr)
+	var cfg dynamicdisks.Config
+	var opts dynamicdisks.RunOptions
+	var caFile, instances, profile string
+	fs.StringVar(&cfg.URL, "url", "", "the director's URL (default: start an embedded reference director)")
+	fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CA the director's certificate is checked against")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS verification")
+	fs.StringVar(&cfg.Admin.Username, "admin-user", "", "user with bosh.admin (set-up and clean-up)")
+	fs.StringVar(&cfg.Admin.Password, "admin-password", "", "its password")
+	fs.StringVar(&cfg.Admin.Token, "admin-token", "", "or a bearer token with bosh.admin")
+	fs.StringVar(&cfg.Disks.Username, "disk-user", "", "user holding only dynamic-disk scopes")
+	fs.StringVar(&cfg.Disks.Password, "disk-password", "", "its password")
+	fs.StringVar(&cfg.Disks.Token, "disk-token", "", "or a bearer token holding only dynamic-disk scopes")
+	fs.StringVar(&cfg.Deployment, "deployment", "", "existing deployment to provide disks to (default: the suite deploys its own)")
+	fs.StringVar(&instances, "instances", "", "two instance IDs of --deployment, comma-separated (default: its first two with VMs)")
+	fs.StringVar(&cfg.DiskPool, "disk-pool", "", "disk_pool_name (a cloud-config disk_type)")
+	fs.StringVar(&cfg.Setup.StemcellLocation, "stemcell", "", "stemcell directory or .tgz on the director's host, for the suite's own deployment")
+	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
+	fs.StringVar(&opts.LabelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter")
+	fs.StringVar(&opts.JUnitReport, "junit-report", "", "write a JUnit report to this file")
+	fs.StringVar(&opts.JSONReport, "json-report", "", "write a JSON report to this file")
+	fs.BoolVar(&opts.Verbose, "v", false, "verbose Ginkgo output")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if instances != "" {
+		cfg.Instances = strings.Split(instances, ",")
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return fmt.Errorf("--ca-cert: %w", err)
+		}
+		cfg.CACertPEM = pem
+	}
+	opts.Output = stdout
+	prog := newProgress(stderr)
+	var n int
+	opts.Progress = func(r dynamicdisks.SpecResult) {
+		n++
+		outcome := outcomeFailed
+		switch r.State {
+		case "passed":
+			outcome = outcomePassed
+		case "skipped", "pending":
+			outcome = outcomeSkipped
+		}
+		prog.spec(n, 0, outcome, r.Text)
+	}
+
+	if cfg.URL == "" {
+		stop, err := embeddedDirector(ctx, &cfg, profile, stdout)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	sum, err := dynamicdisks.Run(ctx, cfg, opts)
+	prog.done()
+	if err != nil {
+		return err
+	}
+	sum.WriteText(stdout)
+	if !sum.OK() {
+		return exitError(1)
+	}
+	return nil
+}
+
+// embeddedDirector starts a reference director with an admin and a
+// disk-scoped user, points cfg at it, and returns its stop function.
+func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile string, stdout io.Writer) (func(), error) {
+	dir, err := os.MkdirTemp("", "cpilab-certify-director-")
+	if err != nil {
+		return nil, err
+	}
+	stemcell := filepath.Join(dir, "stemcell")
+	if err := os.MkdirAll(stemcell, 0o755); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(os.WriteFile(filepath.Join(stemcell, "stemcell.MF"), []byte(ddStemcellMF), 0o644),
+		os.WriteFile(filepath.Join(stemcell, "image"), []byte(ddStemcellImage), 0o644)); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ready := make(chan launch.Info, 1)
+	done := make(chan error, 1)
+	go func() { // the embedded director serves until the suite is done
+		done <- launch.Run(ctx, launch.Config{DataDir: filepath.Join(dir, "director"), Listen: "127.0.0.1:0",
+			Out: io.Discard, Profile: profile, Ready: func(i launch.Info) { ready <- i },
+			Users: []director.User{
+				{Name: "admin", Password: "admin", Scopes: []string{director.ScopeAdmin}},
+				{Name: "disks", Password: "disks", Scopes: []string{director.ScopeRFCCreate, director.ScopeRFCAttach,
+					director.ScopeRFCDetach, director.ScopeRFCList, director.ScopeRFCDelete}},
+			}})
+	}()
+	stop := func() {
+		cancel()
+		<-done
+		_ = os.RemoveAll(dir)
+	}
+	select {
+	case info := <-ready:
+		fmt.Fprintf(stdout, "embedded reference director (profile %s) at %s\n", profile, info.URL)
+		cfg.URL, cfg.CACertPEM = info.URL, info.CACertPEM
+		cfg.Admin = dynamicdisks.Credentials{Username: "admin", Password: "admin"}
+		cfg.Disks = dynamicdisks.Credentials{Username: "disks", Password: "disks"}
+		cfg.Setup.StemcellLocation = stemcell
+		return stop, nil
+	case err := <-done:
+		cancel()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("embedded director: %w", err)
+	}
+}
