@@ -65,8 +65,16 @@ func (t *fakeT) Fail() { t.failed = true }
 // certify path), returning Ginkgo's report. It owns the process's Ginkgo
 // state: call it once per process.
 func Run(cfg Config, opts RunOptions) (types.Report, error) {
+	return RunTree("cpilab CPI certification", func() { Register(&cfg) }, opts)
+}
+
+// RunTree runs the specs register adds to the Ginkgo tree, outside go
+// test, with opts, and returns Ginkgo's report: the runner behind Run and
+// behind every other cpilab suite's Run (suites/dynamicdisks). It owns the
+// process's Ginkgo state: call it once per process.
+func RunTree(description string, register func(), opts RunOptions) (types.Report, error) {
 	gomega.RegisterFailHandler(Fail)
-	Register(&cfg)
+	register()
 	var report types.Report
 	var total, done int
 	ReportBeforeSuite(func(r types.Report) {
@@ -76,21 +84,21 @@ func Run(cfg Config, opts RunOptions) (types.Report, error) {
 		}
 	})
 	ReportAfterEach(func(sr types.SpecReport) {
-		if sr.State == types.SpecStateSkipped && sr.Failure.Message == "" {
-			return // filtered out, never ran
+		if !Ran(sr) {
+			return
 		}
 		done++
 		if opts.Progress != nil {
 			opts.Progress(done, total, &sr)
 		}
 	})
-	ReportAfterSuite("cpilab summary", func(r types.Report) { report = r })
+	ReportAfterSuite(description+" summary", func(r types.Report) { report = r })
 
 	suiteConfig, reporterConfig := GinkgoConfiguration()
 	suiteConfig.LabelFilter = opts.LabelFilter
 	suiteConfig.FocusStrings = opts.Focus
 	suiteConfig.Timeout = opts.Timeout
-	if suiteConfig.Timeout == 0 {
+	if suiteConfig.Timeout <= 0 {
 		suiteConfig.Timeout = time.Hour
 	}
 	reporterConfig.JUnitReport = opts.JUnitReport
@@ -103,10 +111,15 @@ func Run(cfg Config, opts RunOptions) (types.Report, error) {
 		reporterConfig.Verbose = true
 	}
 	formatter.ColorableStdOut = out
-	t := &fakeT{}
-	RunSpecs(t, "cpilab CPI certification", suiteConfig, reporterConfig)
+	RunSpecs(&fakeT{}, description, suiteConfig, reporterConfig)
 	if report.SuiteDescription == "" {
-		return report, fmt.Errorf("suites: Ginkgo produced no report")
+		return report, fmt.Errorf("suites: Ginkgo produced no report for %q", description)
 	}
 	return report, nil
+}
+
+// Ran reports whether a spec ran: a spec filtered out by labels or focus
+// is reported as skipped with no message.
+func Ran(sr types.SpecReport) bool {
+	return !(sr.State == types.SpecStateSkipped && sr.Failure.Message == "")
 }

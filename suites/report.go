@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -141,17 +142,20 @@ func (s Summary) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nrows: contract contexts <caller profile>.<api version>; reference-table rows d<Director>.c<CPI>.s<stemcell>")
 	fmt.Fprintln(w, "cells: ✔ passed · ✘ failed/total · – not checked (never a pass)")
-	fmt.Fprintf(w, "\n%d passed, %d failed, %d not checked\n", s.Passed, s.Failed, s.Skipped)
-	if len(s.NotChecked) > 0 {
-		fmt.Fprintln(w, "\nNot checked (these are not passes):")
-		reasons := make([]string, 0, len(s.NotChecked))
-		for r := range s.NotChecked {
-			reasons = append(reasons, r)
-		}
-		sort.Strings(reasons)
-		for _, r := range reasons {
-			fmt.Fprintf(w, "  %3d × %s\n", s.NotChecked[r], r)
-		}
+	WriteCounts(w, s.Passed, s.Failed, s.Skipped, s.NotChecked)
+}
+
+// WriteCounts writes a run's closing lines: the counts, then every reason
+// a spec was not checked with how many it kept out, so that nothing
+// unchecked reads as a pass. Every cpilab suite's summary ends with it.
+func WriteCounts(w io.Writer, passed, failed, notChecked int, reasons map[string]int) {
+	fmt.Fprintf(w, "\n%d passed, %d failed, %d not checked\n", passed, failed, notChecked)
+	if len(reasons) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nNot checked (these are not passes):")
+	for _, r := range slices.Sorted(maps.Keys(reasons)) {
+		fmt.Fprintf(w, "  %3d × %s\n", reasons[r], r)
 	}
 }
 

@@ -2,17 +2,17 @@ package dynamicdisks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
-	"github.com/onsi/ginkgo/v2/formatter"
+
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/onsi/gomega"
+
+	"github.com/cpilab/cpilab/suites"
 )
 
 // Register adds the dynamic disks suite to the current Ginkgo tree, for
@@ -54,44 +54,24 @@ type RunOptions struct {
 	Timeout time.Duration
 }
 
-type fakeT struct{ failed bool }
-
-func (t *fakeT) Fail() { t.failed = true }
-
 // Run registers the suite and runs it outside go test (the `cpilab
-// certify` path), returning the summary. It owns the process's Ginkgo
-// state: call it once per process. Cancelling ctx stops the waits of the
-// running spec; the remaining specs then fail fast.
+// certify-director` path), returning the summary. It owns the process's
+// Ginkgo state: call it once per process. Cancelling ctx stops the waits of
+// the running spec; the remaining specs then fail fast.
 func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
-	gomega.RegisterFailHandler(Fail)
-	describe(&cfg, ctx)
-	var report types.Report
-	ReportAfterEach(func(sr types.SpecReport) {
-		if opts.Progress != nil && ran(sr) {
-			opts.Progress(specResult(sr))
-		}
-	})
-	ReportAfterSuite("cpilab dynamic disks summary", func(r types.Report) { report = r })
-	suiteConfig, reporterConfig := GinkgoConfiguration()
-	suiteConfig.LabelFilter = opts.LabelFilter
-	suiteConfig.FocusStrings = opts.Focus
-	suiteConfig.Timeout = opts.Timeout
-	if suiteConfig.Timeout <= 0 {
-		suiteConfig.Timeout = 30 * time.Minute
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Minute
 	}
-	reporterConfig.JUnitReport = opts.JUnitReport
-	reporterConfig.JSONReport = opts.JSONReport
-	reporterConfig.NoColor = true
-	out := opts.Output
-	if !opts.Verbose || out == nil {
-		out = io.Discard
-	} else {
-		reporterConfig.Verbose = true
-	}
-	formatter.ColorableStdOut = out
-	RunSpecs(&fakeT{}, "cpilab dynamic disks API certification", suiteConfig, reporterConfig)
-	if report.SuiteDescription == "" {
-		return Summary{}, errors.New("dynamicdisks: Ginkgo produced no report")
+	report, err := suites.RunTree("cpilab dynamic disks API certification", func() { describe(&cfg, ctx) },
+		suites.RunOptions{LabelFilter: opts.LabelFilter, Focus: opts.Focus, JUnitReport: opts.JUnitReport,
+			JSONReport: opts.JSONReport, Output: opts.Output, Verbose: opts.Verbose, Timeout: opts.Timeout,
+			Progress: func(_, _ int, sr *types.SpecReport) {
+				if sr != nil && opts.Progress != nil {
+					opts.Progress(specResult(*sr))
+				}
+			}})
+	if err != nil {
+		return Summary{}, err
 	}
 	return Summarize(report), nil
 }
@@ -147,7 +127,7 @@ func (s Summary) OK() bool { return s.Failed == 0 && s.Passed > 0 && s.SuiteFail
 func Summarize(r types.Report) Summary {
 	s := Summary{NotChecked: map[string]int{}}
 	for _, sr := range r.SpecReports {
-		if !ran(sr) {
+		if !suites.Ran(sr) {
 			continue
 		}
 		if sr.LeafNodeType != types.NodeTypeIt {
@@ -172,10 +152,6 @@ func Summarize(r types.Report) Summary {
 }
 
 // ran is false for specs filtered out (skipped without a message).
-func ran(sr types.SpecReport) bool {
-	return !(sr.State == types.SpecStateSkipped && sr.Failure.Message == "")
-}
-
 func specResult(sr types.SpecReport) SpecResult {
 	res := SpecResult{Text: sr.LeafNodeText, Labels: sr.Labels(), State: sr.State.String(),
 		Duration: sr.RunTime, Location: sr.LeafNodeLocation}
@@ -210,16 +186,5 @@ func (s Summary) WriteText(w io.Writer) {
 	if s.SuiteFailure != "" {
 		fmt.Fprintf(w, "✘ outside the specs: %s\n", s.SuiteFailure)
 	}
-	fmt.Fprintf(w, "\n%d passed, %d failed, %d not checked\n", s.Passed, s.Failed, s.Skipped)
-	if len(s.NotChecked) > 0 {
-		fmt.Fprintln(w, "\nNot checked (these are not passes):")
-		reasons := make([]string, 0, len(s.NotChecked))
-		for r := range s.NotChecked {
-			reasons = append(reasons, r)
-		}
-		sort.Strings(reasons)
-		for _, r := range reasons {
-			fmt.Fprintf(w, "  %3d × %s\n", s.NotChecked[r], r)
-		}
-	}
+	suites.WriteCounts(w, s.Passed, s.Failed, s.Skipped, s.NotChecked)
 }
