@@ -76,7 +76,10 @@ func (e *buildError) Error() string { return "building " + e.pkg + ": " + e.err.
 func certify(t testing.TB, dir string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"certify"}, args...)...)
-	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// Its own TMPDIR (the CPIs inherit it): what a buggy CPI leaves behind
+	// goes when the test ends.
+	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "TMPDIR="+t.TempDir(),
+		"PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
