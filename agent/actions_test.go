@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +131,33 @@ func TestActionsOverNATS(t *testing.T) {
 
 // bosh-anchors §3.3: the link is idempotent, and replaced when the device
 // changed (a disk re-attached under another letter).
+// Linking one disk must not touch another disk's link, whatever its name
+// (CIDs may end in ".new"), and a 255-byte CID (accepted by
+// DecodeDiskSettings) must be linkable.
+func TestDynamicDiskLinksAreIndependent(t *testing.T) {
+	e := newEnv(t)
+	v := newVMRoot(t, "vm-1")
+	v.attach(t, diskA, 'c', "sd", 1)
+	v.attach(t, diskB, 'd', "sd", 1)
+	cfg := e.config(v, "agent-1")
+	cfg.DeviceResolver = agent.ResolverIdentity // virtio would match diskA's by-id link for other
+	startAgent(t, cfg)
+	c := e.client
+	other := diskA + ".new"
+	long := strings.Repeat("d", 255)
+	links := []struct{ cid, dev string }{{other, "/dev/sdd"}, {diskA, "/dev/sdc"}, {long, "/dev/sdd"}}
+	for i, l := range links {
+		if _, err := c.Run("agent-1", "add_dynamic_disk", l.cid, map[string]string{"path": l.dev}); err != nil {
+			t.Fatalf("add_dynamic_disk(%q, %s): %v", l.cid, l.dev, err)
+		}
+		for _, prev := range links[:i+1] {
+			if got := readLink(t, v, prev.cid); got != prev.dev {
+				t.Fatalf("after linking %q: link of %q → %q, want %q", l.cid, prev.cid, got, prev.dev)
+			}
+		}
+	}
+}
+
 func TestDynamicDiskSymlinkIdempotent(t *testing.T) {
 	e := newEnv(t)
 	v := newVMRoot(t, "vm-1")

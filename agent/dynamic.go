@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 )
 
@@ -37,7 +38,10 @@ func (a *Agent) addDynamicDisk(args []json.RawMessage) (any, error) {
 }
 
 // symlinkLocked makes guest link point at guest target, atomically, doing
-// nothing if it already does (bosh-utils Symlink).
+// nothing if it already does (bosh-utils Symlink). The new link is made
+// under the same name in a sibling directory (<dir>.tmp) and renamed into
+// place: a name derived in link's own directory ("<cid>.new") could be
+// another disk's link, and could exceed NAME_MAX for a 255-byte CID.
 func (a *Agent) symlinkLocked(target, link string) error {
 	h := a.root.host(link)
 	if cur, err := os.Readlink(h); err == nil && cur == target {
@@ -46,7 +50,11 @@ func (a *Agent) symlinkLocked(target, link string) error {
 	if err := os.MkdirAll(a.root.host(path.Dir(link)), 0o755); err != nil {
 		return err
 	}
-	tmp := h + ".new"
+	tmpDir := a.root.host(path.Dir(link) + ".tmp")
+	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(tmpDir, path.Base(link))
 	_ = os.Remove(tmp)
 	if err := os.Symlink(target, tmp); err != nil {
 		return err

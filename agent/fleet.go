@@ -80,8 +80,10 @@ func (f *Fleet) Start(cfg Config, opts BootOptions) {
 	if opts.Delay <= 0 && f.attempt(cfg, gen) == nil {
 		return
 	}
+	// The time-out runs from Start, not from when the retry goroutine
+	// first gets to run.
+	deadline := f.r.Now().Add(opts.Delay + opts.Timeout)
 	f.pending.Go("agent/boot/"+cfg.VMCID, func() {
-		deadline := f.r.Now().Add(opts.Delay + opts.Timeout)
 		f.r.Sleep(opts.Delay)
 		for f.current(cfg.VMCID, gen) {
 			if f.attempt(cfg, gen) == nil || !f.r.Now().Before(deadline) {

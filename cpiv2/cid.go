@@ -56,11 +56,16 @@ func MustCID[K CIDKind](s string) CID[K] {
 	return c
 }
 
-// NewVMCID, NewDiskCID, NewStemcellCID and NewSnapshotCID are ParseCID for
-// each kind.
-func NewVMCID(s string) (VMCID, error)             { return ParseCID[VMKind](s) }
-func NewDiskCID(s string) (DiskCID, error)         { return ParseCID[DiskKind](s) }
+// NewVMCID is ParseCID for a VM CID.
+func NewVMCID(s string) (VMCID, error) { return ParseCID[VMKind](s) }
+
+// NewDiskCID is ParseCID for a disk CID.
+func NewDiskCID(s string) (DiskCID, error) { return ParseCID[DiskKind](s) }
+
+// NewStemcellCID is ParseCID for a stemcell CID.
 func NewStemcellCID(s string) (StemcellCID, error) { return ParseCID[StemcellKind](s) }
+
+// NewSnapshotCID is ParseCID for a snapshot CID.
 func NewSnapshotCID(s string) (SnapshotCID, error) { return ParseCID[SnapshotKind](s) }
 
 // String is the CID's value ("" for the zero CID).

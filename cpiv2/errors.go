@@ -70,6 +70,7 @@ type Error struct {
 	OkToRetry bool      `json:"ok_to_retry"`
 }
 
+// Error is "<type>: <message>", with " (ok_to_retry)" when it is set.
 func (e *Error) Error() string {
 	if e.OkToRetry {
 		return fmt.Sprintf("%s: %s (ok_to_retry)", e.Type, e.Message)

@@ -78,6 +78,10 @@ type RunnerConfig struct {
 // a bad response as an *InvalidResponseError, a call the profile will not
 // make as a *RefusalError. Runner implements CPI and is safe for concurrent
 // use. Cancelling a call's ctx kills the CPI's process group too.
+//
+// Runner is I/O-edge code: it runs real processes, so it uses a goroutine
+// per call (cmd.Wait) and wall-clock timers (Timeout, the kill grace), not
+// an rt.Runtime. In-process callers under the simulator use Loopback.
 type Runner struct {
 	*caller
 	cfg RunnerConfig

@@ -403,6 +403,10 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("fakeiaas at %s not ready after %v: %w", c.base, timeout, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fakeiaas at %s: waiting for it to be ready: %w (last error: %v)", c.base, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

@@ -151,7 +151,9 @@ func (m *Memory) Subscribe(subject string, h Handler) (Subscription, error) {
 	return s, nil
 }
 
-// Unsubscribe implements Subscription. Messages already queued are dropped.
+// Unsubscribe implements Subscription. Messages already queued are dropped,
+// as nats.go drops an async subscription's pending messages; a message
+// whose handler is already running finishes.
 func (s *memSub) Unsubscribe() error {
 	s.m.mu.Lock()
 	for i, x := range s.m.subs {
@@ -161,11 +163,22 @@ func (s *memSub) Unsubscribe() error {
 		}
 	}
 	s.m.mu.Unlock()
-	s.q.Close()
+	s.stop()
 	return nil
 }
 
-// Close implements Transport.
+// stop closes the subscription's queue and discards what is left in it
+// (rt.Queue.Close alone would let the delivery goroutine drain it).
+func (s *memSub) stop() {
+	s.q.Close()
+	for {
+		if _, ok := s.q.Pop(0); !ok {
+			return
+		}
+	}
+}
+
+// Close implements Transport. Messages still queued are dropped.
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	subs := m.subs
@@ -173,7 +186,7 @@ func (m *Memory) Close() error {
 	m.closed = true
 	m.mu.Unlock()
 	for _, s := range subs {
-		s.q.Close()
+		s.stop()
 	}
 	return nil
 }

@@ -4,7 +4,7 @@
 // Code under test never calls time.Now, time.Sleep, the global math/rand
 // functions or a bare go statement. It asks its Runtime instead:
 //
-//	r := rt.Real()                 // wall clock, goroutines, seeded per stream
+//	r := rt.Real(1)                // wall clock, goroutines; root seed 1 for the random streams
 //	m := r.NewMutex()
 //	c := r.NewCond(m)
 //	r.Go("worker-1", func() {
@@ -18,7 +18,7 @@
 //	})
 //
 // The real runtime (Real) uses the wall clock and goroutines. The simulator's
-// runtime (package simulator) uses a virtual clock and lets exactly one logical
+// runtime (package simulator/simrt) uses a virtual clock and lets exactly one logical
 // goroutine run at a time, choosing the next from a seeded generator at every
 // blocking point: Sleep, Lock on a held Mutex, Cond waits, Go and Yield. Code
 // that blocks only through these primitives therefore replays exactly from a

@@ -114,8 +114,9 @@ func LoadFileConfig(path string) (FileConfig, error) {
 	return fc, nil
 }
 
-// Config returns the CPI Config the file describes (Registry, Runtime and
-// Log are left for the caller; see HTTPRegistry).
+// Config returns the CPI Config the file describes. A registry block
+// becomes an HTTPRegistry on its endpoint; Runtime and Log are left for the
+// caller.
 func (fc FileConfig) Config() Config {
 	p := fc.Cloud.Properties
 	cfg := Config{

@@ -417,13 +417,18 @@ func (c *CPI) DetachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.DiskCID
 	if err != nil {
 		return err
 	}
-	if err := retry0(c, "detach_disk", func() error { return c.iaas.DetachDisk(ctx, vm, disk) }); err != nil {
-		return err
-	}
-	if useRegistry(api, stemcell) {
+	// Check for the registry before detaching, as AttachDisk does: failing
+	// after the detach would report an error for a disk that is detached.
+	reg := useRegistry(api, stemcell)
+	if reg {
 		if err := c.needRegistry("detach_disk", api, stemcell); err != nil {
 			return err
 		}
+	}
+	if err := retry0(c, "detach_disk", func() error { return c.iaas.DetachDisk(ctx, vm, disk) }); err != nil {
+		return err
+	}
+	if reg {
 		return c.updatePersistent(ctx, vm, func(p map[string]json.RawMessage) { delete(p, disk.String()) })
 	}
 	return nil

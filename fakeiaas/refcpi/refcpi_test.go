@@ -134,6 +134,9 @@ func TestReferenceTable(t *testing.T) {
 			if negotiated >= 2 && hint.Path != "/dev/sdc" {
 				t.Fatalf("hint at api_version %d = %+v", negotiated, hint)
 			}
+			if negotiated < 2 && !hint.IsZero() {
+				t.Fatalf("attach_disk at api_version 1 gave the caller a hint %+v; the result must be null", hint)
+			}
 			if row.registry {
 				raw, _ := cloud.GetSettings(bg, res.VMCID.String())
 				var got struct {
@@ -186,6 +189,42 @@ func TestRegistryFlowWithoutRegistryFails(t *testing.T) {
 	// The same call with a v2 stemcell needs no registry.
 	if _, err := caller.CreateVM(cpiv2.WithStemcellAPIVersion(bg, 2), vmArgs(sc, nil)); err != nil {
 		t.Fatalf("user-data flow: %v", err)
+	}
+}
+
+// TestDetachWithoutRegistryChangesNothing: a detach_disk that must fail for
+// want of a registry fails before touching the IaaS, so the caller's view
+// (error: still attached) matches the cloud's.
+func TestDetachWithoutRegistryChangesNothing(t *testing.T) {
+	cloud := newCloud(t)
+	cpi := refcpi.New(refcpi.Config{}, cloud)
+	caller := cpiv2.NewLoopback(cpi, cpiv2.LoopbackConfig{Profile: cpiv2.ProfileDirectorCurrent})
+	v2 := cpiv2.WithStemcellAPIVersion(bg, 2)
+	sc, err := caller.CreateStemcell(v2, cpiv2.CreateStemcellArgs{ImagePath: stemcellV2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := caller.CreateVM(v2, vmArgs(sc, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := caller.CreateDisk(v2, cpiv2.CreateDiskArgs{SizeMiB: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := caller.AttachDisk(v2, vm.VMCID, d); err != nil {
+		t.Fatal(err)
+	}
+	err = caller.DetachDisk(cpiv2.WithStemcellAPIVersion(bg, 1), vm.VMCID, d)
+	if !errors.Is(err, cpiv2.ErrCloudError) || !strings.Contains(err.Error(), "no registry is configured") {
+		t.Fatalf("detach_disk in the registry flow without a registry: %v", err)
+	}
+	disks, err := cloud.VMDisks(bg, vm.VMCID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(disks) != 1 || disks[0] != d {
+		t.Fatalf("detach_disk failed but the cloud shows disks %v on %s, want [%s]", disks, vm.VMCID, d)
 	}
 }
 
