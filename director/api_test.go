@@ -17,8 +17,9 @@ import (
 // apiWorld serves a world's director over TLS with token auth.
 type apiWorld struct {
 	*world
-	srv  *director.Server
-	auth *director.Auth
+	srv     *director.Server
+	auth    *director.Auth
+	stemDir string // APIConfig.DataDir: where tarballs are unpacked
 }
 
 func newAPIWorld(t testing.TB, opts ...worldOpts) *apiWorld {
@@ -34,7 +35,8 @@ func newAPIWorld(t testing.TB, opts ...worldOpts) *apiWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := director.NewAPI(director.APIConfig{Director: w.d, Auth: auth, DataDir: t.TempDir()})
+	stemDir := t.TempDir()
+	api, err := director.NewAPI(director.APIConfig{Director: w.d, Auth: auth, DataDir: stemDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func newAPIWorld(t testing.TB, opts ...worldOpts) *apiWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	return &apiWorld{world: w, srv: srv, auth: auth}
+	return &apiWorld{world: w, srv: srv, auth: auth, stemDir: stemDir}
 }
 
 // client returns a client with a token holding scopes (none: no credentials).
@@ -266,6 +268,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"path char", "POST", "/dynamic_disks/provide", director.ProvideRequest{DiskName: "../x", DiskPoolName: "small", InstanceID: inst}, 400, "disk_name"},
 		{"escaped slash", "POST", "/dynamic_disks/a%2Fb/detach", nil, 400, "disk_name"},
 		{"NUL", "DELETE", "/dynamic_disks/a%00b", nil, 400, "disk_name"},
+		{"invalid UTF-8", "POST", "/dynamic_disks/a%FFb/detach", nil, 400, "disk_name"},
 		{"unknown instance", "POST", "/dynamic_disks/provide", director.ProvideRequest{DiskName: "x", DiskPoolName: "small", InstanceID: "nope"}, 404, ""},
 		{"unknown pool", "POST", "/dynamic_disks/provide", director.ProvideRequest{DiskName: "x", DiskPoolName: "nope", InstanceID: inst}, 422, ""},
 		{"unknown disk", "GET", "/dynamic_disks/nope", nil, 404, ""},
@@ -349,6 +352,22 @@ func TestAPIStemcellTarballAndOrphans(t *testing.T) {
 	})
 	if err := c.UploadStemcell(ctx, tgz); err != nil {
 		t.Fatal(err)
+	}
+	// A truncated tarball is refused and leaves nothing half-unpacked.
+	b, err := os.ReadFile(tgz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.tgz")
+	if err := os.WriteFile(cut, b[:len(b)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(a.stemDir)
+	if err := c.UploadStemcell(ctx, cut); status(err) != http.StatusUnprocessableEntity {
+		t.Fatalf("truncated tarball: %v; want 422", err)
+	}
+	if after, _ := os.ReadDir(a.stemDir); len(after) != len(before) {
+		t.Fatalf("a failed unpack left %d entries in %s (had %d)", len(after), a.stemDir, len(before))
 	}
 	if err := c.UploadStemcell(ctx, "relative/path"); status(err) != http.StatusBadRequest {
 		t.Fatalf("relative location: %v; want 400", err)

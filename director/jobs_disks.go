@@ -390,8 +390,12 @@ func (j *job) lockDisk(name string, withVM bool) (DynamicDisk, bool, error) {
 			return dd, false, err
 		}
 		again, ok, err := d.dynamicDisk(name)
-		if err != nil || !ok || !withVM || again.InstanceID == dd.InstanceID || attempt >= 8 {
+		if err != nil || !ok || !withVM || again.InstanceID == dd.InstanceID {
 			return again, ok, err
+		}
+		if attempt >= 8 {
+			// Never go on without the lock of the VM the disk is on.
+			return again, false, conflict("dynamic disk %q moved to another VM each time its locks were taken (%d tries)", name, attempt+1)
 		}
 		j.release(h) // the attachment moved while we waited: lock its VM instead
 		dd = again

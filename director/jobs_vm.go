@@ -51,10 +51,14 @@ func (j *job) lockInstance(instanceID string) (release func(), err error) {
 				stable = false
 			}
 		}
-		if stable || j.knobs().NoDiskNameLock || attempt >= 8 {
+		if stable || j.knobs().NoDiskNameLock {
 			return rel, nil
 		}
 		rel()
+		if attempt >= 8 {
+			// Never go on with a disk attached that the job has not locked.
+			return nil, conflict("instance %q kept gaining dynamic disks while its locks were taken (%d tries)", instanceID, attempt+1)
+		}
 	}
 }
 

@@ -45,7 +45,7 @@ func (u *stemcellUnpacker) open(location string) (mf []byte, image string, err e
 	return mf, image, nil
 }
 
-func (u *stemcellUnpacker) unpack(tgz string) (string, error) {
+func (u *stemcellUnpacker) unpack(tgz string) (_ string, err error) {
 	u.mu.Lock()
 	if u.dir == "" {
 		d, err := os.MkdirTemp("", "cpilab-director-stemcells-")
@@ -61,6 +61,11 @@ func (u *stemcellUnpacker) unpack(tgz string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(out) // leave no half-unpacked stemcell behind
+		}
+	}()
 	f, err := os.Open(tgz)
 	if err != nil {
 		return "", unprocessable("open stemcell %s: %v", tgz, err)
@@ -83,11 +88,36 @@ func (u *stemcellUnpacker) unpack(tgz string) (string, error) {
 		if h.Typeflag != tar.TypeReg || (name != "stemcell.MF" && name != "image") || strings.Contains(h.Name, "..") {
 			continue
 		}
-		if err := writeFile(filepath.Join(out, name), io.LimitReader(tr, 1<<30)); err != nil {
+		if h.Size > maxStemcellFile {
+			return "", unprocessable("stemcell %s: %s is %d bytes; at most %d", tgz, h.Name, h.Size, int64(maxStemcellFile))
+		}
+		src := &readErrs{r: tr}
+		if err := writeFile(filepath.Join(out, name), src); err != nil {
+			if src.err != nil { // the tarball is broken, not the director
+				return "", unprocessable("stemcell %s: %s: %v", tgz, h.Name, src.err)
+			}
 			return "", fmt.Errorf("unpack stemcell %s: %w", tgz, err)
 		}
 	}
 }
+
+// readErrs remembers the reader's error, to tell a broken tarball from a
+// failed write.
+type readErrs struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErrs) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		e.err = err
+	}
+	return n, err
+}
+
+// maxStemcellFile bounds each file unpacked from a stemcell tarball: 1 GiB.
+const maxStemcellFile = 1 << 30
 
 func writeFile(path string, r io.Reader) error {
 	f, err := os.Create(path)

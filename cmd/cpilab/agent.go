@@ -26,7 +26,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.StemcellAPIVersion, "stemcell-api-version", 2, "stemcell api_version: 2 reads the metadata service first, 1 the registry only")
 	fs.StringVar(&cfg.DeviceResolver, "device-resolver", "identity", "device path resolver: identity, virtio, mapped or scsi")
 	fs.StringVar(&mode, "mode", string(agent.ModeNormal), "normal, or old (answers add_dynamic_disk with 'unknown message')")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if cfg.Root == "" || cfg.VMCID == "" {

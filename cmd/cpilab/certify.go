@@ -48,11 +48,8 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "usage: cpilab certify [--cpi PATH | --config FILE] [flags]\n\nRuns the CPI contract suite and the reference-table matrix (CONTRACTS §1–§4).\nExit status 0 only when nothing failed.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if f.cpi != "" && f.config != "" {
 		return errors.New("--cpi and --config exclude each other: --config names its own CPI command")

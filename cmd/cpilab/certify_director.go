@@ -58,7 +58,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&opts.JUnitReport, "junit-report", "", "write a JUnit report to this file")
 	fs.StringVar(&opts.JSONReport, "json-report", "", "write a JSON report to this file")
 	fs.BoolVar(&opts.Verbose, "v", false, "verbose Ginkgo output")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if instances != "" {
@@ -113,12 +113,11 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 		return nil, err
 	}
 	stemcell := filepath.Join(dir, "stemcell")
-	if err := os.MkdirAll(stemcell, 0o755); err != nil {
-		return nil, err
-	}
-	if err := errors.Join(os.WriteFile(filepath.Join(stemcell, "stemcell.MF"), []byte(ddStemcellMF), 0o644),
+	if err := errors.Join(os.MkdirAll(stemcell, 0o755),
+		os.WriteFile(filepath.Join(stemcell, "stemcell.MF"), []byte(ddStemcellMF), 0o644),
 		os.WriteFile(filepath.Join(stemcell, "image"), []byte(ddStemcellImage), 0o644)); err != nil {
-		return nil, err
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("embedded director: stemcell in %s: %w", dir, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan launch.Info, 1)

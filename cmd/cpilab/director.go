@@ -26,7 +26,7 @@ func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cpiCommand, "cpi", "", "run this CPI executable (e.g. bin/fakeiaas-cpi) instead of the in-process reference CPI")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "external NATS server for the mbus (default: an embedded one on loopback)")
 	fs.IntVar(&cfg.DynamicDiskWorkers, "dynamic-disk-workers", 2, "workers dedicated to the dynamic_disks queue")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if cfg.DataDir == "" {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,7 +39,7 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	listen := fs.String("listen", "127.0.0.1:0", "loopback address of the HTTP API")
 	memory := fs.Bool("memory", false, "keep state in memory only (nothing survives a restart)")
 	noAgents := fs.Bool("no-agents", false, "do not boot a reference agent on each VM")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dataDir == "" {
@@ -81,7 +83,10 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("fakeiaas faults "+verb, stderr)
 	url := fs.String("url", "", "the fakeiaas URL printed at start (required)")
 	if err := fs.Parse(args[1:]); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return exitError(2) // the FlagSet has said what was wrong
 	}
 	if *url == "" {
 		return fmt.Errorf("faults %s: --url is required", verb)

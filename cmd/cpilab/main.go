@@ -96,3 +96,20 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	return fs
 }
+
+// parseFlags parses args with fs and refuses positional arguments. A bad
+// flag or argument is a usage error: exit status 2, said once (the FlagSet
+// has already printed the error and the usage). -h returns flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return exitError(2)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return exitError(2)
+	}
+	return nil
+}

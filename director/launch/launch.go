@@ -116,6 +116,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("launch: mbus %s: %w", natsURL, err)
 	}
 	closers = append(closers, tr.Close)
+	// I/O edge: the real runtime of a served director, seeded from the wall
+	// clock (launch is wiring, not director logic).
 	r := rt.Real(uint64(time.Now().UnixNano()))
 	uuid := "director-" + randomHex(8)
 	l, err := lab.New(lab.Config{Runtime: r, DataDir: filepath.Join(cfg.DataDir, "fakeiaas"), FakeIaaSStore: "sqlite",

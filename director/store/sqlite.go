@@ -23,15 +23,21 @@ type SQLite struct {
 }
 
 // migrations are applied in order; schema_migrations records the last one.
-// Append only: never edit an applied migration.
-var migrations = func() []string {
-	var m []string
-	for _, k := range AllKinds {
-		m = append(m, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (key TEXT PRIMARY KEY, body TEXT NOT NULL)`, k))
-	}
-	m = append(m, `CREATE TABLE IF NOT EXISTS sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL)`)
-	return m
-}()
+// Append only: never edit, remove or reorder an applied migration. A new
+// Kind needs its own kindTable migration appended at the end (the list is
+// not derived from AllKinds, so that adding a kind cannot shift the
+// numbering under existing databases).
+var migrations = []string{
+	kindTable(Tasks), kindTable(Locks), kindTable(Stemcells), kindTable(CloudConfigs), kindTable(Deployments),
+	kindTable(Instances), kindTable(VMs), kindTable(Disks), kindTable(DynamicDisks), kindTable(OrphanedDisks),
+	kindTable(Users),
+	`CREATE TABLE IF NOT EXISTS sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL)`,
+}
+
+// kindTable is the migration creating a Kind's table.
+func kindTable(k Kind) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (key TEXT PRIMARY KEY, body TEXT NOT NULL)`, k)
+}
 
 // OpenSQLite opens (creating if needed) the database file at path and
 // applies pending migrations.

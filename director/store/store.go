@@ -42,7 +42,8 @@ const (
 	Users         Kind = "users"
 )
 
-// AllKinds lists every kind, in migration order.
+// AllKinds lists every kind. A new kind also needs its table migration
+// appended in sqlite.go.
 var AllKinds = []Kind{Tasks, Locks, Stemcells, CloudConfigs, Deployments, Instances, VMs, Disks,
 	DynamicDisks, OrphanedDisks, Users}
 

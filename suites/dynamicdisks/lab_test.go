@@ -76,7 +76,9 @@ func child(profile, report string) (err error) {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "cpilab-dynamicdisks-")
+	// Beside the report, in the parent's t.TempDir: removed by the parent
+	// even when this child is killed.
+	dir, err := os.MkdirTemp(filepath.Dir(report), "lab-")
 	if err != nil {
 		return err
 	}
@@ -150,7 +152,7 @@ func runSuite(cfg dynamicdisks.Config, report string) error {
 // its URL, CA certificate and credentials, as for any other director: no
 // oracle, links or gates.
 func launchChild(report string) error {
-	dir, err := os.MkdirTemp("", "cpilab-dynamicdisks-launch-")
+	dir, err := os.MkdirTemp(filepath.Dir(report), "launch-") // in the parent's t.TempDir, as in child
 	if err != nil {
 		return err
 	}

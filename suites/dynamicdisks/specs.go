@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cpilab/cpilab/director"
 	. "github.com/onsi/ginkgo/v2"
 )
 
@@ -64,8 +65,9 @@ func semanticsSpecs(r *run) {
 			violatef(ClauseProvideCreates, x, "provide succeeded with disk_cid %s, but GET /dynamic_disks does not list %q", cid, name)
 		case d.CID != cid:
 			violatef(ClauseProvideCreates, x, "GET /dynamic_disks lists %q with disk_cid %q; the task result said %q", name, d.CID, cid)
-		case d.InstanceID != "" && d.InstanceID != r.a.ID:
-			violatef(ClauseProvideCreates, x, "GET /dynamic_disks lists %q on instance %s; it was provided to %s", name, d.InstanceID, r.a.ID)
+		case !listedOn(d, r.a):
+			violatef(ClauseProvideCreates, x, "GET /dynamic_disks lists %q attached to instance %q (VM %q); it was provided to %s (VM %s)",
+				name, d.InstanceID, d.VMCID, r.a.ID, r.a.VMCID)
 		}
 	})
 
@@ -86,7 +88,7 @@ func semanticsSpecs(r *run) {
 		cid := r.doneCID(ctx, ClauseProvideElsewhere, r.provide(ctx, name, r.a.ID, nil))
 		x := r.provide(ctx, name, r.b.ID, nil)
 		r.refused(ctx, ClauseProvideElsewhere, x, http.StatusConflict, http.StatusUnprocessableEntity)
-		if d, ok := r.listed(ctx, ClauseProvideElsewhere, name); !ok || d.CID != cid || (d.InstanceID != "" && d.InstanceID != r.a.ID) {
+		if d, ok := r.listed(ctx, ClauseProvideElsewhere, name); !ok || d.CID != cid || !listedOn(d, r.a) {
 			violatef(ClauseProvideElsewhere, x, "after the refused provide GET /dynamic_disks shows %+v (listed %v); want %s still on instance %s", d, ok, cid, r.a.ID)
 		}
 	})
@@ -101,8 +103,8 @@ func semanticsSpecs(r *run) {
 		if again != cid {
 			violatef(ClauseProvideUnattached, x, "provide of the existing unattached disk %s returned disk_cid %q: a new disk, not the existing one", cid, again)
 		}
-		if d, ok := r.listed(ctx, ClauseProvideUnattached, name); !ok || (d.InstanceID != "" && d.InstanceID != r.b.ID) {
-			violatef(ClauseProvideUnattached, x, "GET /dynamic_disks shows %+v (listed %v); want it on instance %s", d, ok, r.b.ID)
+		if d, ok := r.listed(ctx, ClauseProvideUnattached, name); !ok || !listedOn(d, r.b) {
+			violatef(ClauseProvideUnattached, x, "GET /dynamic_disks shows %+v (listed %v); want it attached to instance %s (VM %s)", d, ok, r.b.ID, r.b.VMCID)
 		}
 	})
 
@@ -155,7 +157,7 @@ func semanticsSpecs(r *run) {
 			violatef(ClauseCreateAttach, x, "attach returned disk_cid %q; create made %q", got, cid)
 		}
 		d, ok = r.listed(ctx, ClauseCreateAttach, name)
-		if !ok || d.CID != cid || (d.InstanceID == "" && d.VMCID == "") || (d.InstanceID != "" && d.InstanceID != r.a.ID) {
+		if !ok || d.CID != cid || !listedOn(d, r.a) {
 			violatef(ClauseCreateAttach, x, "after attach GET /dynamic_disks shows %+v (listed %v); want %s attached to instance %s", d, ok, cid, r.a.ID)
 		}
 	})
@@ -183,6 +185,19 @@ func semanticsSpecs(r *run) {
 			}
 		}
 	})
+}
+
+// listedOn reports whether a GET /dynamic_disks entry shows the disk
+// attached to inst: by instance_id, or by vm_cid when the director lists
+// no instance_id. An entry attached nowhere is not on inst.
+func listedOn(d director.DiskInfo, inst director.Instance) bool {
+	switch {
+	case d.InstanceID != "":
+		return d.InstanceID == inst.ID
+	case d.VMCID != "":
+		return d.VMCID == inst.VMCID
+	}
+	return false
 }
 
 // metadataOf is the metadata the suite sets, marked with the run.
