@@ -148,6 +148,37 @@ func TestCertifyAcceptsReferenceCPI(t *testing.T) {
 	}
 }
 
+// TestCertifyAcceptsLegalVariants runs certify against CPIs that differ
+// from the reference only in ways the contract allows: each must be
+// accepted (no false failure), and what the suites could not check must
+// be listed as not checked, never passed.
+func TestCertifyAcceptsLegalVariants(t *testing.T) {
+	dir := buildCPIs(t)
+	notChecked := map[string]string{
+		"legal-minimal-optional-methods": "the CPI answers NotImplemented for has_vm",
+	}
+	for _, v := range buggycpi.Variants {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			link := filepath.Join(dir, "buggy-"+v.Name)
+			if err := os.Symlink(filepath.Join(dir, "buggy-cpi"), link); err != nil && !os.IsExist(err) {
+				t.Fatal(err)
+			}
+			args := []string{"--cpi", link}
+			if v.LabelFilter != "" { // matrix rows run whole: filter on suite:matrix, not on later steps
+				args = append(args, "--label-filter", v.LabelFilter)
+			}
+			code, stdout, stderr := certify(t, dir, args...)
+			if code != 0 || !strings.Contains(stdout, "ACCEPTED:") {
+				t.Fatalf("certify exited %d against a correct CPI (%s)\nstdout:\n%s\nstderr:\n%s", code, v.Story, stdout, stderr)
+			}
+			if want := notChecked[v.Name]; want != "" && !strings.Contains(stdout, want) {
+				t.Errorf("the checks the CPI opted out of are not listed as not checked (%q):\n%s", want, stdout)
+			}
+		})
+	}
+}
+
 // TestCertifyRejectsBuggyCPIs runs certify against every CPI of the buggy
 // catalog and checks that it is rejected, naming the bug's clause, with a
 // rerun command for each failure.
