@@ -53,6 +53,11 @@ type Config struct {
 	// AgentPingTimeout is how long recreate and VM delete wait to decide an
 	// agent is unresponsive. Default 5 s.
 	AgentPingTimeout time.Duration
+	// InDoubtBackoff is the pause before calling an attach_disk,
+	// detach_disk or delete_disk again whose error left its outcome in
+	// doubt; it doubles for each further try (InDoubtTries in all). Default
+	// 1 s. See Knobs.TrustCPIErrors.
+	InDoubtBackoff time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -94,6 +99,7 @@ func (c *Config) setDefaults() error {
 	defd(&c.LockLease, 240*time.Second)
 	defd(&c.AgentTimeout, 60*time.Second)
 	defd(&c.AgentPingTimeout, 5*time.Second)
+	defd(&c.InDoubtBackoff, time.Second)
 	return nil
 }
 

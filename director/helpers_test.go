@@ -66,6 +66,7 @@ func newWorld(t testing.TB, o worldOpts) *world {
 	}
 	cfg := director.Config{Runtime: r, Store: o.store, CPI: l.CPI, Agents: l.Agents, Inventory: l, Knobs: o.knobs,
 		AgentTimeout: 10 * time.Second, AgentPingTimeout: time.Second, VMLockTimeout: 20 * time.Second}
+	cfg.InDoubtBackoff = 10 * time.Millisecond // retries of in-doubt calls, quickly
 	if o.configure != nil {
 		o.configure(&cfg)
 	}

@@ -256,17 +256,20 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 	vmCID, diskCID := cpiv2.MustCID[cpiv2.VMKind](vm.CID), cpiv2.MustCID[cpiv2.DiskKind](dd.CID)
 	err := j.step("Attaching disk", fmt.Sprintf("%s to %s", dd.CID, vm.CID), func() error {
 		return j.vmCall(inst.ID, func() error {
-			var err error
-			hint, err = d.cfg.CPI.AttachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
-			return err
+			return j.settle("attach_disk", func() error {
+				var err error
+				hint, err = d.cfg.CPI.AttachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
+				return err
+			})
 		})
 	})
 	if err != nil {
 		if ref {
 			// A CPI may have attached before failing (bosh 1869): undo so
 			// the record (detached) holds.
-			if derr := d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID); derr != nil &&
-				!errors.Is(derr, cpiv2.ErrDiskNotAttached) {
+			if derr := j.settle("detach_disk", func() error {
+				return d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
+			}); derr != nil && !errors.Is(derr, cpiv2.ErrDiskNotAttached) {
 				j.debugf("detach_disk after failed attach: %v", derr)
 			}
 			back := *dd
@@ -431,8 +434,10 @@ func (j *job) detach(dd *DynamicDisk, unlink bool) error {
 	}
 	err = j.step("Detaching disk", fmt.Sprintf("%s from %s", dd.CID, dd.VMCID), func() error {
 		return j.vmCall(dd.InstanceID, func() error {
-			err := d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](dd.VMCID),
-				cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
+			err := j.settle("detach_disk", func() error {
+				return d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](dd.VMCID),
+					cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
+			})
 			if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) {
 				j.debugf("detach_disk %s: %v: treated as detached", dd.CID, err)
 				return nil
@@ -496,7 +501,9 @@ func (j *job) deleteDiskLocked(dd *DynamicDisk) error {
 			}
 		}
 		err := j.step("Deleting disk", dd.CID, func() error {
-			err := d.cfg.CPI.DeleteDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
+			err := j.settle("delete_disk", func() error {
+				return d.cfg.CPI.DeleteDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
+			})
 			if errors.Is(err, cpiv2.ErrDiskNotFound) {
 				j.debugf("delete_disk %s: already gone", dd.CID)
 				return nil
@@ -512,4 +519,44 @@ func (j *job) deleteDiskLocked(dd *DynamicDisk) error {
 		}
 	}
 	return j.update(func(tx store.Tx) error { return tx.Delete(store.DynamicDisks, dd.Name) })
+}
+
+// InDoubtTries bounds the calls the reference director makes of one
+// attach_disk, detach_disk or delete_disk whose errors leave the outcome in
+// doubt (Config.InDoubtBackoff spaces them). See Knobs.TrustCPIErrors.
+const InDoubtTries = 3
+
+// settle runs an idempotent disk call (attach_disk, detach_disk,
+// delete_disk) and, unless the TrustCPIErrors knob is set, retries it while
+// its error leaves the outcome in doubt: the IaaS may have applied it with
+// the response lost. A retry settles the outcome, since by contract it does
+// the work or reports it done.
+func (j *job) settle(method string, call func() error) error {
+	err := call()
+	if j.knobs().TrustCPIErrors {
+		return err
+	}
+	wait := j.d.cfg.InDoubtBackoff
+	for try := 2; try <= InDoubtTries && inDoubt(err); try++ {
+		j.debugf("%s: %v: the outcome is in doubt; calling it again (%d of %d) after %s", method, err, try, InDoubtTries, wait)
+		j.d.r.Sleep(wait)
+		wait *= 2
+		err = call()
+	}
+	return err
+}
+
+// inDoubt reports whether err leaves open whether the call took effect. A
+// typed answer about the resources (not found, not attached) or about the
+// CPI (not implemented or supported) settles it; anything else — a generic
+// CloudError, a time-out, an invalid or lost response — does not.
+func inDoubt(err error) bool {
+	switch {
+	case err == nil,
+		errors.Is(err, cpiv2.ErrVMNotFound), errors.Is(err, cpiv2.ErrDiskNotFound),
+		errors.Is(err, cpiv2.ErrDiskNotAttached), errors.Is(err, cpiv2.ErrNotImplemented),
+		errors.Is(err, cpiv2.ErrNotSupported):
+		return false
+	}
+	return true
 }

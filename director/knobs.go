@@ -48,6 +48,16 @@ type Knobs struct {
 	// tasks stay queued forever. Reference: Config.DynamicDiskWorkers
 	// workers (default 2).
 	ZeroDynamicDiskWorkers bool
+	// TrustCPIErrors (bosh 1869): an error from attach_disk, detach_disk
+	// or delete_disk is taken at its word: the record is restored and the
+	// task fails, although the IaaS may have applied the call and only the
+	// response was lost, leaving the director's records and the IaaS apart.
+	// Reference: those calls are idempotent by contract (CONTRACTS §3;
+	// google CPI 280), so an error that leaves the outcome in doubt is
+	// retried (InDoubtTries in all), and the retry settles it: the work is
+	// done, or DiskNotAttached / DiskNotFound / the existing attachment
+	// says it was.
+	TrustCPIErrors bool
 }
 
 // Profile names.
@@ -72,6 +82,7 @@ func Profile(name string) (Knobs, error) {
 			NoWaitUntilReadyAfterAttach:     true,
 			SwallowUnknownMessage:           true,
 			ZeroDynamicDiskWorkers:          true,
+			TrustCPIErrors:                  true,
 		}, nil
 	}
 	return Knobs{}, fmt.Errorf("director: unknown profile %q (want %q or %q)", name, ProfileReference, ProfileUpstream)

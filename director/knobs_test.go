@@ -64,7 +64,9 @@ func TestKnobNoDiskNameLockLeaksOnConcurrentCreate(t *testing.T) {
 
 // (b) provide of one unattached disk to two VMs at once.
 func TestKnobNoDiskNameLockDoubleAttach(t *testing.T) {
-	bothWays(t, func(k *director.Knobs) { k.NoDiskNameLock = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+	// Upstream also takes the refused attach's error at its word: counting
+	// attach calls then counts the provides that reached the IaaS.
+	bothWays(t, func(k *director.Knobs) { k.NoDiskNameLock, k.TrustCPIErrors = true, true }, func(t *testing.T, upstream bool, k director.Knobs) {
 		w := newWorld(t, worldOpts{knobs: k})
 		w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: "d", DiskPoolName: "small", InstanceID: w.insts[0].ID}))
 		rule := w.pauseRule(fakeiaas.OpAttachDisk, "")
@@ -208,7 +210,9 @@ func TestKnobUnlinkBeforeDetach(t *testing.T) {
 		w.done(w.provide("d", 0))
 		dd, _ := w.disk("d")
 		vm := w.instance(0).VMCID
-		if _, err := w.lab.Cloud.AddFault(t.Context(), fakeiaas.Rule{Op: fakeiaas.OpDetachDisk, Times: 1,
+		// Every try fails: the reference director's retries of an in-doubt
+		// error cannot settle it.
+		if _, err := w.lab.Cloud.AddFault(t.Context(), fakeiaas.Rule{Op: fakeiaas.OpDetachDisk, Times: director.InDoubtTries,
 			Effect: fakeiaas.Effect{Kind: fakeiaas.EffectError, Message: "injected"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -286,5 +290,35 @@ func TestKnobZeroDynamicDiskWorkers(t *testing.T) {
 			return
 		}
 		w.done(id, nil)
+	})
+}
+
+// bosh 1869: a detach_disk the IaaS applied, whose response was lost.
+func TestKnobTrustCPIErrors(t *testing.T) {
+	bothWays(t, func(k *director.Knobs) { k.TrustCPIErrors = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+		w := newWorld(t, worldOpts{knobs: k})
+		w.done(w.provide("d", 0))
+		dd, _ := w.disk("d")
+		vm := w.instance(0).VMCID
+		if _, err := w.lab.Cloud.AddFault(t.Context(), fakeiaas.Rule{Op: fakeiaas.OpDetachDisk, Times: 1,
+			Effect: fakeiaas.Effect{Kind: fakeiaas.EffectLoseResponse}}); err != nil {
+			t.Fatal(err)
+		}
+		id, err := w.d.DetachDynamicDisk("admin", "d")
+		task := w.wait(id, err)
+		iaas, _ := w.iaasDisk(dd.CID)
+		rec, _ := w.disk("d")
+		if !iaas.VMCID.IsZero() {
+			t.Fatalf("the IaaS should have applied the detach; the disk is on %s", iaas.VMCID)
+		}
+		if upstream {
+			if task.State != director.TaskError || rec.VMCID != vm {
+				t.Fatalf("upstream: task %s, record on %q; want a failed task and a record still on %s (records and IaaS apart)", task.State, rec.VMCID, vm)
+			}
+			return
+		}
+		if task.State != director.TaskDone || rec.VMCID != "" || w.linked(vm, dd.CID) {
+			t.Fatalf("reference: task %s, record on %q, link present %v; want done, detached, unlinked", task.State, rec.VMCID, w.linked(vm, dd.CID))
+		}
 	})
 }
