@@ -85,8 +85,9 @@ func (f *Fleet) Start(cfg Config, opts BootOptions) {
 	deadline := f.r.Now().Add(opts.Delay + opts.Timeout)
 	f.pending.Go("agent/boot/"+cfg.VMCID, func() {
 		f.r.Sleep(opts.Delay)
-		for f.current(cfg.VMCID, gen) {
-			if f.attempt(cfg, gen) == nil || !f.r.Now().Before(deadline) {
+		// No attempt after the deadline, however late this goroutine ran.
+		for f.current(cfg.VMCID, gen) && f.r.Now().Before(deadline) {
+			if f.attempt(cfg, gen) == nil {
 				return
 			}
 			f.r.Sleep(opts.Retry)
