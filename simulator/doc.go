@@ -1,6 +1,7 @@
-// Package simulator is the frame of cpilab's deterministic simulations:
-// seeds and replay commands, checkers, and the sweep runner. Its
-// sub-packages hold the pieces that need no director:
+// Package simulator runs deterministic simulations of a whole dynamic-disk
+// installation, checks them from outside, and turns a failure into a
+// minimal, replayable scenario file (issue 7). Its sub-packages hold the
+// pieces that need no director:
 //
 //   - simrt: the deterministic rt.Runtime (virtual clock, one logical
 //     goroutine at a time, seeded scheduler, trace hash);
@@ -11,36 +12,71 @@
 //     API;
 //   - shrink: delta debugging of a failing operation list or fault schedule.
 //
+// # The world
+//
+// NewWorld builds, on one simrt.Sim: the reference Director (package
+// director, with the knobs of a profile) on a memory store; the reference
+// CPI (fakeiaas/refcpi) in process behind cpiv2.NewLoopback; fakeiaas with a
+// memory store and VM roots in a temporary directory; a reference agent per
+// VM, booted by fakeiaas's VM hooks BootDelay after the VM and fetching its
+// settings through agent.HandlerFetcher; and mbus.Memory between them. Faults
+// come from one faults.Injector at every seam: the CPI (typed errors with or
+// without ok_to_retry, responses applied but lost, latency), the director
+// (crash at a workload step, restart from its store), the agents
+// (unresponsive, restarted, old), the VMs (restart on attach) and the mbus
+// (messages lost or delayed).
+//
+// A run (Simulate) deploys the VMs, runs a workload (orchestrator clients
+// doing provide, detach, delete across VMs and disk names; an operator doing
+// recreate, restart, stop/start, hard stop, VM delete, deployment delete;
+// WorkloadConfig sets the mix and size), heals the faults, waits for every
+// task to end, and checks. Every dynamic-disk call is recorded for the
+// linearizability check.
+//
+// # Checkers (STYLE 12)
+//
+// Against the fakeiaas oracle, the director's store read directly and the
+// agents' VM roots, never the code under test's answers:
+//
+//   - at every CPI call and after every step: a disk is attached to at most
+//     one VM; no attach_disk of a disk attached elsewhere; no delete_vm while
+//     the director records a dynamic disk on the VM; no delete_disk of an
+//     attached disk; a provide reported done leaves the agent's symlink;
+//   - once quiescent: every task ended (liveness), no IaaS disk without a
+//     record (no leak), records match the IaaS, agent symlinks match the
+//     IaaS attachments;
+//   - linearizability of the history per disk name (porcupine), with an
+//     HTML visualization on a violation.
+//
+// # Races, scenarios, replay
+//
+// Races lists the upstream races (a)–(i) of CONTRACTS §7, each with the
+// director knob behind it ("upstream:X" profiles), the invariant it
+// violates, and a workload and fault mix that random search finds it with
+// (Race.Find). fixtures/scenarios holds one scenario file per race, each
+// failing under the race's upstream behaviour and passing under reference;
+// a file is run commands whose input lists operations, gates that force an
+// interleaving, and scripted faults (see ScenarioRegistry).
+//
+// # The CLI's entry points
+//
+//	// cpilab simulate --seed 42 --steps 200 --profile upstream --faults default
+//	var run simulator.RunConfig
+//	run.RegisterFlags(fs)
+//	res, err := simulator.SimulateSeed(simulator.SimulateConfig{Run: run, OutDir: "."})
+//	fmt.Print(res) // PASS …, or the FailureReport: seed, fault schedule,
+//	               // minimized trace path, replay commands
+//
+//	// cpilab simulate --seeds 1..10000 (every core)
+//	sweep, first, err := simulator.SweepSeeds(ctx, simulator.SweepRunConfig{Seeds: r, Run: run, OutDir: "."})
+//
+//	// cpilab replay FILE
+//	rep, err := simulator.Replay(simulator.ReplayConfig{Path: file, Out: os.Stdout})
+//	if rep.Failed() { os.Exit(1) }
+//
 // A run has one root Seed (STYLE 9). Derive splits it into sub-seeds, one per
-// subsystem, so that the runtime's scheduler, the workload and the faults
-// draw from independent streams. A RunConfig names a run and prints the
-// command that replays it:
-//
-//	cfg := simulator.RunConfig{Seed: 42, Profile: simulator.ProfileUpstream, Faults: spec}
-//	seeds := simulator.Derive(cfg.Seed)
-//	sim := simrt.New(simrt.Config{Seed: seeds.Runtime, MaxSteps: 1e7})
-//	inj := faults.NewRandom(cfg.Faults, seeds.Faults)
-//	…
-//	fmt.Println(cfg.Command()) // cpilab simulate --seed 42 --steps 200 --profile upstream --faults …
-//
-// Checkers (STYLE 12) are invariants over a view of the system taken from
-// outside it (the fakeiaas oracle, the VM roots, the director's store read
-// directly): safety checks after every step, quiescent checks once faults
-// have healed. A violation names the invariant, the step and the seed.
-//
-// A failing run prints a FailureReport: the seed, the fault schedule, the
-// minimized trace's path and the exact replay commands.
-//
-// Sweep runs a range of seeds on every core, each run on its own runtime,
-// and reports the failures with their replay commands:
-//
-//	res, _ := simulator.Sweep(ctx, simulator.SweepConfig{
-//		Seeds:         simulator.SeedRange{From: 1, To: 10000},
-//		StopOnFailure: true,
-//		Run:           func(s simulator.Seed) simulator.RunReport { … },
-//		Replay:        func(s simulator.Seed) string { return simulator.RunConfig{Seed: s}.Command() },
-//	})
-//	if f := res.First(); f != nil {
-//		fmt.Println(f) // seed 1234: invariant "…" violated after step 17 (seed 1234): … replay: cpilab simulate --seed 1234 …
-//	}
+// subsystem (runtime, workload, faults), so that the runtime's scheduler, the
+// workload and the faults draw from independent streams; RunConfig.Command
+// prints the command that replays the run. Sweep runs a range of seeds on
+// every core, each run on its own runtime.
 package simulator

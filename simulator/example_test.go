@@ -34,3 +34,19 @@ func ExampleSweep() {
 	fmt.Println(res.Runs, "runs,", len(res.Failures), "failures")
 	// Output: 100 runs, 0 failures
 }
+
+// Two operations, run under the upstream behaviour of race (e) and under the
+// reference director: upstream deletes the disk while it is attached.
+func ExampleSimulate() {
+	ops := []simulator.Op{
+		{Client: 0, Kind: simulator.OpProvide, Disk: "data", VM: 0},
+		{Client: 0, Kind: simulator.OpDelete, Disk: "data"},
+	}
+	for _, profile := range []string{"upstream:e", simulator.ProfileReference} {
+		o := simulator.Simulate(simulator.SimConfig{RunConfig: simulator.RunConfig{Seed: 1, Profile: profile}, Ops: ops, Scripted: true})
+		fmt.Printf("%s: %s\n", profile, simulator.Verdict(o))
+	}
+	// Output:
+	// upstream:e: violated: no-delete-disk-of-attached-disk (after step)
+	// reference: ok
+}

@@ -125,12 +125,14 @@ type RunConfig struct {
 	Seed Seed
 	// Steps is the number of workload steps (default DefaultSteps).
 	Steps int
-	// Profile is the director profile: ProfileReference (default) or
-	// ProfileUpstream.
+	// Profile is the director profile: ProfileReference (default),
+	// ProfileUpstream, or "upstream:X" (only the knob of race X, a–i).
 	Profile string
 	// Faults is the fault spec the run draws its faults under (default:
 	// none).
 	Faults faults.Spec
+	// Workload shapes the random workload (clients, disk names, mix).
+	Workload WorkloadConfig
 }
 
 // WithDefaults fills unset fields with their defaults.
@@ -150,8 +152,16 @@ func (c RunConfig) Validate() error {
 	if c.Steps < 0 {
 		return fmt.Errorf("steps %d: must be positive", c.Steps)
 	}
-	if c.Profile != ProfileReference && c.Profile != ProfileUpstream {
-		return fmt.Errorf("profile %q: want %s or %s", c.Profile, ProfileReference, ProfileUpstream)
+	if c.Workload.Mix != "" {
+		if _, _, err := parseMix(c.Workload.Mix); err != nil {
+			return err
+		}
+	}
+	if c.Workload.Clients < 0 || c.Workload.Disks < 0 {
+		return fmt.Errorf("workload: clients %d and disks %d must not be negative", c.Workload.Clients, c.Workload.Disks)
+	}
+	if _, err := ParseProfile(c.Profile); err != nil {
+		return fmt.Errorf("profile %q: want %s, %s or %s:<race letter a–i>", c.Profile, ProfileReference, ProfileUpstream, ProfileUpstream)
 	}
 	return nil
 }
@@ -164,14 +174,31 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Steps, "steps", c.Steps, "number of workload steps")
 	fs.StringVar(&c.Profile, "profile", c.Profile, "director profile: reference or upstream")
 	fs.Var(&c.Faults, "faults", `fault spec, e.g. "cpi-error=0.05,lost-response=0.02,latency=0.1:1ms..2s", "default" or "none"`)
+	fs.IntVar(&c.Workload.Clients, "clients", c.Workload.Clients, "concurrent workload clients (0: 3)")
+	fs.IntVar(&c.Workload.Disks, "disks", c.Workload.Disks, "disk names the workload uses (0: 3)")
+	fs.DurationVar(&c.Workload.MaxDelay, "max-delay", c.Workload.MaxDelay, "bound of each operation's think time, virtual (0: 5s)")
+	fs.StringVar(&c.Workload.Mix, "mix", c.Workload.Mix, "operation mix, kind=weight,… (empty: "+DefaultMix+")")
 }
 
 // Args are the arguments of the `cpilab simulate` command that replays
 // the run, starting with "simulate".
 func (c RunConfig) Args() []string {
 	c = c.WithDefaults()
-	return []string{"simulate", "--seed", c.Seed.String(), "--steps", strconv.Itoa(c.Steps),
+	args := []string{"simulate", "--seed", c.Seed.String(), "--steps", strconv.Itoa(c.Steps),
 		"--profile", c.Profile, "--faults", c.Faults.String()}
+	if c.Workload.Clients != 0 {
+		args = append(args, "--clients", strconv.Itoa(c.Workload.Clients))
+	}
+	if c.Workload.Disks != 0 {
+		args = append(args, "--disks", strconv.Itoa(c.Workload.Disks))
+	}
+	if c.Workload.MaxDelay != 0 {
+		args = append(args, "--max-delay", c.Workload.MaxDelay.String())
+	}
+	if c.Workload.Mix != "" {
+		args = append(args, "--mix", c.Workload.Mix)
+	}
+	return args
 }
 
 // Command is the shell command that replays the run:

@@ -185,3 +185,13 @@ func runOne(run func(Seed) RunReport, seed Seed) (rep RunReport) {
 	}()
 	return run(seed)
 }
+
+// String sums the sweep up in one line: runs, steps, rates, failures.
+func (r SweepResult) String() string {
+	s := fmt.Sprintf("%d seeds, %d steps in %v: %.0f steps/s, %.1f seeds/s, %d failing", r.Runs, r.Steps,
+		r.Elapsed.Round(time.Millisecond), r.StepsPerSecond(), r.SeedsPerSecond(), len(r.Failures))
+	if r.Stopped {
+		s += " (stopped early)"
+	}
+	return s
+}

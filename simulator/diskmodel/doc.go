@@ -7,7 +7,10 @@
 //   - attach(vm): as provide, except that an unknown name fails.
 //   - detach: already detached → ok; unknown name (no disk) → fails.
 //   - delete: absent → ok; otherwise deletes (detaching first).
-//   - create: absent → creates; an existing name fails.
+//   - create: absent → creates; an existing name → ok, nothing changes
+//     (idempotent; a reported CID must be the disk's).
+//   - evict(vm): an operator's recreate, VM delete or hard stop as one disk
+//     name sees it: attached to vm → detached; otherwise nothing.
 //
 // Each operation's answer is ok, failed or unknown. An ok operation completed
 // (and a CID it reports must be the disk's CID); a failed one made at most

@@ -25,9 +25,14 @@ const (
 	// Delete is DELETE /dynamic_disks/:name: success when absent; an
 	// attached disk is detached first.
 	Delete OpKind = "delete"
-	// Create is POST /dynamic_disks (create only): fails when the name
-	// exists.
+	// Create is POST /dynamic_disks (create only): idempotent when the
+	// name exists (it answers the existing disk's CID), as the reference
+	// Director has it.
 	Create OpKind = "create"
+	// Evict is an operator's VM operation (recreate, VM delete, hard stop)
+	// seen from one disk name: a disk attached to VM becomes detached; any
+	// other state is left alone. It never fails by specification.
+	Evict OpKind = "evict"
 )
 
 // Input is an operation's invocation.
@@ -42,7 +47,7 @@ type Input struct {
 
 // String is "provide(disk, vm)" or "detach(disk)".
 func (in Input) String() string {
-	if in.Kind == Provide || in.Kind == Attach {
+	if in.Kind == Provide || in.Kind == Attach || in.Kind == Evict {
 		return fmt.Sprintf("%s(%s, %s)", in.Kind, in.Disk, in.VM)
 	}
 	return fmt.Sprintf("%s(%s)", in.Kind, in.Disk)
@@ -56,7 +61,9 @@ const (
 	OK Outcome = iota
 	// Failed: the task reported failure. The operation may have made part
 	// of its progress (a provide that created the disk but failed to attach
-	// it) but not all of it.
+	// it), or all of it when a step the model does not see failed after
+	// the effect (the agent's symlink of an attached or detached disk), but
+	// it took effect, if at all, before the failure was reported.
 	Failed
 	// Unknown: the caller timed out or crashed; the operation may have taken
 	// effect fully, partly or not at all, at any time after its call.
@@ -132,7 +139,7 @@ func effects(s State, in Input) (chain []State, rejected bool) {
 	switch in.Kind {
 	case Create:
 		if s.Exists {
-			return nil, true
+			return nil, false // idempotent: the existing disk (its CID)
 		}
 		return []State{{Exists: true}}, false
 	case Provide, Attach:
@@ -157,6 +164,11 @@ func effects(s State, in Input) (chain []State, rejected bool) {
 		default:
 			return []State{detached}, false
 		}
+	case Evict:
+		if s.Exists && s.VM != "" && s.VM == in.VM {
+			return []State{detached}, false
+		}
+		return nil, false
 	case Delete:
 		switch {
 		case !s.Exists:
@@ -176,8 +188,10 @@ func effects(s State, in Input) (chain []State, rejected bool) {
 //
 //   - OK: the operation completed; it must not be one the specification
 //     rejects from s, and a reported CID must match the disk's.
-//   - Failed: any proper prefix of the operation's effects (nothing, or a
-//     disk created but not attached, …); a failure is always possible.
+//   - Failed: any prefix of the operation's effects (nothing, a disk created
+//     but not attached, …, or the whole effect when a later step the model
+//     does not track failed, such as the agent's symlink); a failure is
+//     always possible. Unlike Unknown, it took effect before it returned.
 //   - Unknown: any prefix, the completed effect included.
 func Step(s State, in Input, out Output) []State {
 	chain, rejected := effects(s, in)
@@ -190,19 +204,14 @@ func Step(s State, in Input, out Output) []State {
 		if len(chain) > 0 {
 			final = chain[len(chain)-1]
 		}
-		if out.CID != "" && in.Kind != Detach && in.Kind != Delete {
+		if out.CID != "" && in.Kind != Detach && in.Kind != Delete && in.Kind != Evict {
 			if !final.Exists || final.CID != "" && final.CID != out.CID {
 				return nil
 			}
 			final.CID = out.CID
 		}
 		return []State{final}
-	case Failed:
-		if len(chain) == 0 {
-			return []State{s}
-		}
-		return append([]State{s}, chain[:len(chain)-1]...)
-	default:
+	default: // Failed, Unknown
 		return append([]State{s}, chain...)
 	}
 }

@@ -65,8 +65,10 @@ var cases = []struct {
 		op(0, 1, 2, C, "d", "", ok, "c1"), op(0, 3, 4, Det, "d", "", ok, ""), op(0, 5, 6, Det, "d", "", ok, "")}},
 	{"delete of an absent disk is ok", true, []porcupine.Operation{
 		op(0, 1, 2, Del, "d", "", ok, ""), op(0, 3, 4, Del, "d", "", ok, "")}},
-	{"create of an existing name must fail", false, []porcupine.Operation{
-		op(0, 1, 2, C, "d", "", ok, ""), op(0, 3, 4, C, "d", "", ok, "")}},
+	{"create of an existing name is idempotent", true, []porcupine.Operation{
+		op(0, 1, 2, C, "d", "", ok, "c1"), op(0, 3, 4, C, "d", "", ok, "c1")}},
+	{"create of an existing name must answer its CID", false, []porcupine.Operation{
+		op(0, 1, 2, C, "d", "", ok, "c1"), op(0, 3, 4, C, "d", "", ok, "c2")}},
 	{"attach of an unknown name must fail", false, []porcupine.Operation{
 		op(0, 1, 2, A, "d", "vm1", ok, "")}},
 	{"attach after create", true, []porcupine.Operation{

@@ -22,7 +22,8 @@ const (
 	SeamAgent Seam = "agent"
 	// SeamMbus counts mbus messages published; the name is the subject.
 	SeamMbus Seam = "mbus"
-	// SeamVM counts VMs created; the name is the VM CID.
+	// SeamVM counts VMs created; the name is "create_vm" (the simulator
+	// draws a VM's faults before it has a CID).
 	SeamVM Seam = "vm"
 )
 
@@ -110,7 +111,7 @@ const (
 // Fault is one injected fault: Kind fires at operation number At (from 0) of
 // Kind.Seam(). Its text form is
 //
-//	cpi-error@12 on=attach_disk type=Bosh::Clouds::CloudError ok_to_retry=true
+//	cpi-error@12 on=attach_disk n=3 type=Bosh::Clouds::CloudError ok_to_retry=true
 //	latency@3 d=250ms
 //	director-crash@120 d=30s
 //
@@ -122,9 +123,16 @@ type Fault struct {
 	// At is the index of the operation on Kind.Seam() at which it fires.
 	At int
 	// On is the operation's name as the seam reports it (CPI method, agent
-	// method, mbus subject, VM CID). A scripted fault with a non-empty On
+	// method, mbus subject, "create_vm"). A scripted fault with a non-empty On
 	// fires only when the operation at At has that name. "" matches any.
 	On string
+	// Nth, when > 0 (with On set), is the operation's rank among the
+	// seam's operations named On (1: the first). A scripted fault with Nth
+	// fires at the Nth operation named On, wherever it falls, and At is
+	// then only informative; so a schedule still fires on "the second
+	// detach_disk" after other operations were removed (shrinking) or
+	// added. Injectors record it on every fault they fire.
+	Nth int
 	// ErrType is the BOSH error type of a CPIError fault.
 	ErrType string
 	// OkToRetry is the ok_to_retry of a CPIError fault.
@@ -140,6 +148,9 @@ func (f Fault) String() string {
 	fmt.Fprintf(&b, "%s@%d", f.Kind, f.At)
 	if f.On != "" {
 		b.WriteString(" on=" + quote(f.On))
+		if f.Nth > 0 {
+			fmt.Fprintf(&b, " n=%d", f.Nth)
+		}
 	}
 	if f.Kind == CPIError {
 		b.WriteString(" type=" + quote(f.ErrType))
@@ -197,6 +208,10 @@ func ParseFault(s string) (Fault, error) {
 		switch {
 		case k == "on":
 			f.On = v
+		case k == "n":
+			if f.Nth, err = strconv.Atoi(v); err != nil || f.Nth < 1 {
+				return Fault{}, fmt.Errorf("fault %q: n %q is not a positive integer", s, v)
+			}
 		case k == "type" && f.Kind == CPIError:
 			f.ErrType = v
 		case k == "ok_to_retry" && f.Kind == CPIError:
@@ -210,6 +225,9 @@ func ParseFault(s string) (Fault, error) {
 		default:
 			return Fault{}, fmt.Errorf("fault %q: key %q does not apply to %s", s, k, f.Kind)
 		}
+	}
+	if f.Nth > 0 && f.On == "" {
+		return Fault{}, fmt.Errorf("fault %q: n= needs on=<name>", s)
 	}
 	if f.Kind == CPIError && f.ErrType == "" {
 		return Fault{}, fmt.Errorf("fault %q: cpi-error needs type=<BOSH error type>", s)

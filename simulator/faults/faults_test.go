@@ -200,3 +200,38 @@ func TestScriptedOnFilterAndHeal(t *testing.T) {
 		t.Fatal("a healed injector stopped counting")
 	}
 }
+
+// A fault with n= fires at the nth operation of its name, wherever that
+// falls, so a schedule survives operations being removed before it; the
+// injector records each fired fault's rank, and the text form keeps it.
+func TestScriptedByNameRank(t *testing.T) {
+	f, err := faults.ParseFault("cpi-error@7 on=detach_disk n=2 type=Bosh::Clouds::CloudError")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Nth != 2 || f.String() != "cpi-error@7 on=detach_disk n=2 type=Bosh::Clouds::CloudError" {
+		t.Fatalf("parsed %+v, printed %q", f, f)
+	}
+	if _, err := faults.ParseFault("cpi-error@7 n=2 type=Bosh::Clouds::CloudError"); err == nil {
+		t.Fatal("n= without on= was accepted")
+	}
+	in := faults.NewScripted(faults.Schedule{f})
+	var firedAt []int
+	for i, m := range []string{"attach_disk", "detach_disk", "create_disk", "detach_disk", "detach_disk"} {
+		if got := in.Next(faults.SeamCPI, m); len(got) > 0 {
+			firedAt = append(firedAt, i)
+			if got[0].At != i || got[0].Nth != 2 {
+				t.Fatalf("fired %+v at operation %d", got[0], i)
+			}
+		}
+	}
+	if len(firedAt) != 1 || firedAt[0] != 3 {
+		t.Fatalf("fired at %v, want [3] (the second detach_disk)", firedAt)
+	}
+	rnd := faults.NewRandom(faults.Spec{Rates: map[faults.Kind]faults.Rate{faults.CPIError: {P: 1}}}, 1)
+	rnd.Next(faults.SeamCPI, "a")
+	rnd.Next(faults.SeamCPI, "b")
+	if got := rnd.Next(faults.SeamCPI, "a"); len(got) != 1 || got[0].Nth != 2 || got[0].At != 2 {
+		t.Fatalf("random injector recorded %+v, want at 2, n=2", got)
+	}
+}

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,7 +28,9 @@ type Injector struct {
 	spec     Spec
 	rngs     map[Kind]*rand.Rand // random mode
 	script   map[Seam]map[int][]Fault
+	byName   map[nameKey][]Fault // scripted faults with Nth, by seam, name and rank
 	counters map[Seam]int
+	named    map[seamName]int // operations counted per seam and name
 	fired    Schedule
 	healed   bool
 }
@@ -35,7 +38,7 @@ type Injector struct {
 // NewRandom returns an injector drawing faults at spec's rates from streams
 // derived from seed.
 func NewRandom(spec Spec, seed uint64) *Injector {
-	in := &Injector{spec: spec, rngs: map[Kind]*rand.Rand{}, counters: map[Seam]int{}}
+	in := &Injector{spec: spec, rngs: map[Kind]*rand.Rand{}, counters: map[Seam]int{}, named: map[seamName]int{}}
 	for k := range spec.Rates {
 		in.rngs[k] = rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "faults/"+string(k))))
 	}
@@ -44,9 +47,15 @@ func NewRandom(spec Spec, seed uint64) *Injector {
 
 // NewScripted returns an injector firing exactly the faults of s.
 func NewScripted(s Schedule) *Injector {
-	in := &Injector{script: map[Seam]map[int][]Fault{}, counters: map[Seam]int{}}
+	in := &Injector{script: map[Seam]map[int][]Fault{}, byName: map[nameKey][]Fault{}, counters: map[Seam]int{},
+		named: map[seamName]int{}}
 	for _, f := range s.Sorted() {
 		seam := f.Kind.Seam()
+		if f.Nth > 0 && f.On != "" {
+			k := nameKey{seam, f.On, f.Nth}
+			in.byName[k] = append(in.byName[k], f)
+			continue
+		}
 		if in.script[seam] == nil {
 			in.script[seam] = map[int][]Fault{}
 		}
@@ -63,6 +72,9 @@ func (in *Injector) Next(seam Seam, on string) []Fault {
 	defer in.mu.Unlock()
 	at := in.counters[seam]
 	in.counters[seam] = at + 1
+	sn := seamName{seam, on}
+	in.named[sn]++
+	nth := in.named[sn]
 	if in.healed {
 		return nil
 	}
@@ -73,6 +85,11 @@ func (in *Injector) Next(seam Seam, on string) []Fault {
 				out = append(out, f)
 			}
 		}
+		for _, f := range in.byName[nameKey{seam, on, nth}] {
+			f.At = at
+			out = append(out, f)
+		}
+		slices.SortStableFunc(out, compareFaults)
 	} else {
 		for _, k := range Kinds {
 			r, ok := in.spec.Rates[k]
@@ -84,8 +101,24 @@ func (in *Injector) Next(seam Seam, on string) []Fault {
 			}
 		}
 	}
+	for i := range out {
+		if out[i].On != "" {
+			out[i].Nth = nth
+		}
+	}
 	in.fired = append(in.fired, out...)
 	return out
+}
+
+type seamName struct {
+	seam Seam
+	name string
+}
+
+type nameKey struct {
+	seam Seam
+	name string
+	nth  int
 }
 
 // draw decides one kind at one operation. The stream's draws depend only on

@@ -1,0 +1,184 @@
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/simulator/faults"
+)
+
+// Invariant names, as violations and scenario files print them (STYLE 12).
+const (
+	// InvDiskOnOneVM: a disk is attached to at most one VM (oracle, after
+	// every step).
+	InvDiskOnOneVM = "disk-attached-to-at-most-one-vm"
+	// InvAttachElsewhere: the director never calls attach_disk for a disk
+	// the IaaS shows attached to another VM (oracle, at the CPI call).
+	InvAttachElsewhere = "no-attach-of-disk-attached-elsewhere"
+	// InvDeleteVMWithDisk: no delete_vm while the director's records say a
+	// dynamic disk is attached to that VM (store, at the CPI call).
+	InvDeleteVMWithDisk = "no-delete-vm-with-attached-dynamic-disk"
+	// InvDeleteAttachedDisk: no delete_disk of a disk the IaaS shows
+	// attached (oracle, at the CPI call).
+	InvDeleteAttachedDisk = "no-delete-disk-of-attached-disk"
+	// InvLinks: once quiescent, agent symlinks match the IaaS attachments.
+	InvLinks = "agent-links-match-iaas"
+	// InvRecords: once quiescent, director records match the IaaS.
+	InvRecords = "director-records-match-iaas"
+	// InvNoLeak: once quiescent, every IaaS disk has a director record
+	// (dynamic disk or orphan).
+	InvNoLeak = "no-leaked-disk"
+	// InvDirectorRestarts: a crashed director starts again from its store
+	// (its supervisor retrying a failed start).
+	InvDirectorRestarts = "director-restarts"
+	// InvLiveness: every task ends once faults heal.
+	InvLiveness = "task-liveness"
+	// InvLinearizable: the dynamic-disk API history is linearizable per
+	// disk name (porcupine, diskmodel).
+	InvLinearizable = "linearizable-dynamic-disk-api"
+)
+
+// Race is one upstream race of CONTRACTS §7: the director knob that
+// reproduces it, the invariant it violates, and how random search looks for
+// it.
+type Race struct {
+	// Letter is the race's letter in CONTRACTS §7 (a–i).
+	Letter string
+	// Title says what goes wrong.
+	Title string
+	// Knob turns on the upstream behaviour behind the race (for (f), the
+	// unlink before detach_disk and upstream's trust in its error).
+	Knob func(*director.Knobs)
+	// Invariants are the invariants a run that hits the race violates; the
+	// first is the one its scenario names.
+	Invariants []string
+	// Search is the workload and fault mix random search uses to find it.
+	Search SearchConfig
+}
+
+// SearchConfig is how random search looks for a race: the fault spec and
+// the workload shape.
+type SearchConfig struct {
+	// Faults is the fault spec text.
+	Faults string
+	// Workload is the workload shape.
+	Workload WorkloadConfig
+	// VMType is the instance group's vm_type ("default" or "restarting").
+	VMType string
+}
+
+// Races lists the races of CONTRACTS §7 in order.
+var Races = []Race{
+	{Letter: "a", Title: "two concurrent provides of one name both create_disk; one IaaS disk leaks",
+		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvNoLeak},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 4, Disks: 1, Mix: "provide=5,delete=3", MaxDelay: time.Second}}},
+	{Letter: "b", Title: "provide of one disk to two VMs: per-VM locks only, so two attach_disk calls",
+		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvAttachElsewhere, InvDiskOnOneVM},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 3, Disks: 2, Mix: "provide=6,detach=3,delete=1"}}},
+	{Letter: "c", Title: "provide lands in a recreate's window (after detach, before delete_vm)",
+		Knob: func(k *director.Knobs) { k.VMLockPerCPICallOnly = true }, Invariants: []string{InvDeleteVMWithDisk},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 3, Disks: 3, Mix: "provide=6,detach=1,recreate=3"}}},
+	{Letter: "d", Title: "recreate with an unresponsive agent deletes the VM with dynamic disks still attached",
+		Knob: func(k *director.Knobs) { k.RecreateUnresponsiveSkipsDetach = true }, Invariants: []string{InvDeleteVMWithDisk},
+		Search: SearchConfig{Faults: "agent-unresponsive=0.05:10s..2m", Workload: WorkloadConfig{Clients: 2, Disks: 3, Mix: "provide=6,recreate=3"}}},
+	{Letter: "e", Title: "DELETE of an attached disk calls delete_disk on an in-use disk",
+		Knob: func(k *director.Knobs) { k.DeleteWithoutDetach = true }, Invariants: []string{InvDeleteAttachedDisk},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,delete=2"}}},
+	{Letter: "f", Title: "detach removes the symlink before the CPI detach; a CPI failure leaves the disk attached, unlinked",
+		Knob: func(k *director.Knobs) { k.UnlinkBeforeDetach, k.TrustCPIErrors = true, true }, Invariants: []string{InvLinks},
+		Search: SearchConfig{Faults: "cpi-error=0.1", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=3"}}},
+	{Letter: "g", Title: "add_dynamic_disk without waiting for the agent after attach (VM restarts on attach)",
+		Knob: func(k *director.Knobs) { k.NoWaitUntilReadyAfterAttach = true }, Invariants: []string{InvLinks},
+		Search: SearchConfig{Faults: "vm-restart-on-attach=0.3", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=2,recreate=1"}}},
+	{Letter: "h", Title: `an old agent answers "unknown message", which is swallowed: provide succeeds with no symlink`,
+		Knob: func(k *director.Knobs) { k.SwallowUnknownMessage = true }, Invariants: []string{InvLinks},
+		Search: SearchConfig{Faults: "agent-old=0.3", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=2,recreate=1"}}},
+	{Letter: "i", Title: "zero dedicated dynamic-disk workers: tasks stay queued forever",
+		Knob: func(k *director.Knobs) { k.ZeroDynamicDiskWorkers = true }, Invariants: []string{InvLiveness},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=1"}}},
+}
+
+// RaceByLetter returns the race with that letter.
+func RaceByLetter(letter string) (Race, error) {
+	for _, r := range Races {
+		if r.Letter == letter {
+			return r, nil
+		}
+	}
+	letters := make([]string, len(Races))
+	for i, r := range Races {
+		letters[i] = r.Letter
+	}
+	return Race{}, fmt.Errorf("no race %q (want one of %s)", letter, strings.Join(letters, ", "))
+}
+
+// Profile is the profile turning on only this race's knob: "upstream:X".
+func (r Race) Profile() string { return ProfileUpstream + ":" + r.Letter }
+
+// Detects reports whether err is a violation of one of the race's
+// invariants.
+func (r Race) Detects(err error) bool {
+	v, ok := AsViolation(err)
+	if !ok {
+		return false
+	}
+	for _, inv := range r.Invariants {
+		if v.Invariant == inv {
+			return true
+		}
+	}
+	return false
+}
+
+// SearchResult is one random search for a race.
+type SearchResult struct {
+	// Found reports whether a seed hit the race.
+	Found bool
+	// Seed is the lowest seed of the range that hit it.
+	Seed Seed
+	// Runs counts the runs made.
+	Runs int
+	// Elapsed is the wall-clock time to the detection (or to the end).
+	Elapsed time.Duration
+}
+
+// Find runs seeds from..from+max-1 under the race's profile (only its
+// knob), fault spec and workload, on parallelism cores, and stops at the
+// first seed whose run violates one of the race's invariants.
+func (r Race) Find(ctx context.Context, from Seed, max uint64, steps, parallelism int) (SearchResult, error) {
+	spec, err := faults.ParseSpec(r.Search.Faults)
+	if err != nil {
+		return SearchResult{}, err
+	}
+	cfg := RunConfig{Profile: r.Profile(), Steps: steps, Faults: spec, Workload: r.Search.Workload}
+	res, err := Sweep(ctx, SweepConfig{Seeds: SeedRange{From: from, To: from + Seed(max) - 1}, Parallelism: parallelism,
+		StopOnFailure: true,
+		Run: func(seed Seed) RunReport {
+			c := SimConfig{RunConfig: cfg, VMType: r.Search.VMType, SkipLinearizability: true}
+			c.Seed = seed
+			rep := Simulate(c).Report()
+			if rep.Err != nil && !r.Detects(rep.Err) {
+				rep.Err = nil // another finding: keep searching for this race
+			}
+			return rep
+		}})
+	if err != nil {
+		return SearchResult{}, err
+	}
+	out := SearchResult{Runs: res.Runs, Elapsed: res.Elapsed}
+	if f := res.First(); f != nil {
+		out.Found, out.Seed = true, f.Seed
+	}
+	return out, nil
+}
+
+// ReferenceSweepFaults is the fault spec of the reference sweep: every kind
+// of DefaultSpec at its default rate but lost-response. A lost response
+// leaves the reference director's record wrong (the finding-lost-*.txt
+// scenarios); until the director handles in-doubt CPI outcomes, the sweep
+// that must find nothing leaves that kind out.
+const ReferenceSweepFaults = "cpi-error=0.02,latency=0.05,director-crash=0.002,agent-unresponsive=0.01,agent-restart=0.005," +
+	"agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05"

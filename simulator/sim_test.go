@@ -1,0 +1,182 @@
+package simulator_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cpilab/cpilab/simulator"
+	"github.com/cpilab/cpilab/simulator/faults"
+)
+
+var long = flag.Bool("long", false, "run the long simulations (the 10,000-seed reference sweep)")
+
+func mustSpec(t testing.TB, text string) faults.Spec {
+	t.Helper()
+	s, err := faults.ParseSpec(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// hashes runs seeds 1..n at GOMAXPROCS procs, as many at once, and returns
+// their trace hashes by seed.
+func hashes(t *testing.T, n, procs int, cfg simulator.RunConfig) []uint64 {
+	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	out := make([]uint64, n)
+	res, err := simulator.Sweep(context.Background(), simulator.SweepConfig{
+		Seeds: simulator.SeedRange{From: 1, To: simulator.Seed(n)}, Parallelism: procs,
+		Run: func(seed simulator.Seed) simulator.RunReport {
+			c := cfg
+			c.Seed = seed
+			o := simulator.Simulate(simulator.SimConfig{RunConfig: c, SkipLinearizability: true})
+			out[seed-1] = o.Result.TraceHash
+			if _, ok := simulator.AsViolation(o.Err); ok {
+				o.Err = nil // a finding is fine here; only the hash matters
+			}
+			return o.Report()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := res.First(); f != nil {
+		t.Fatalf("GOMAXPROCS %d: %v", procs, f)
+	}
+	return out
+}
+
+// Issue 7 acceptance: 50 seeds, each run twice (GOMAXPROCS 1 and 2), give
+// identical trace hashes. Faults of every kind and the upstream profile
+// (with its races) make the runs as varied as they get.
+func TestDeterminismAcrossGOMAXPROCS(t *testing.T) {
+	cfg := simulator.RunConfig{Steps: 60, Profile: simulator.ProfileReference, Faults: faults.DefaultSpec()}
+	one, two := hashes(t, 50, 1, cfg), hashes(t, 50, 2, cfg)
+	for i := range one {
+		if one[i] != two[i] {
+			t.Errorf("seed %d: trace hash %016x at GOMAXPROCS 1, %016x at 2", i+1, one[i], two[i])
+		}
+	}
+	if distinct := slices.Compact(slices.Sorted(slices.Values(one))); len(distinct) < 45 {
+		t.Errorf("50 seeds gave fewer than 45 distinct trace hashes: the seed barely matters")
+	}
+}
+
+// The same seed gives a byte-identical trace text.
+func TestSameSeedSameTrace(t *testing.T) {
+	run := func() string {
+		var b strings.Builder
+		cfg := simulator.RunConfig{Seed: 7, Steps: 40, Profile: "upstream:c", Faults: faults.DefaultSpec()}
+		simulator.Simulate(simulator.SimConfig{RunConfig: cfg, Trace: &b})
+		return b.String()
+	}
+	a, b := run(), run()
+	if a != b || len(a) == 0 {
+		t.Fatalf("two runs of seed 7 gave different traces (%d and %d bytes)", len(a), len(b))
+	}
+}
+
+// A short sweep of the reference director with faults finds nothing; the
+// 10,000-seed × 200-step sweep runs with -long.
+func TestReferenceSweepWithFaults(t *testing.T) {
+	seeds, steps := simulator.Seed(40), 100
+	if *long {
+		seeds, steps = 10000, 200
+	}
+	res, sr, err := simulator.SweepSeeds(context.Background(), simulator.SweepRunConfig{
+		Seeds:  simulator.SeedRange{From: 1, To: seeds},
+		Run:    simulator.RunConfig{Steps: steps, Profile: simulator.ProfileReference, Faults: mustSpec(t, simulator.ReferenceSweepFaults)},
+		OutDir: t.TempDir(), MaxShrinkRuns: 60,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr != nil {
+		t.Fatalf("the reference director violated an invariant:\n%s", sr)
+	}
+	t.Logf("%d seeds × %d steps: %d runtime steps in %v: %.0f steps/s, %.1f seeds/s, no violation",
+		res.Runs, steps, res.Steps, res.Elapsed, res.StepsPerSecond(), res.SeedsPerSecond())
+}
+
+// Random search under each race's upstream knob finds the race.
+func TestRandomSearchFindsEveryRace(t *testing.T) {
+	for _, r := range simulator.Races {
+		t.Run(r.Letter, func(t *testing.T) {
+			res, err := r.Find(context.Background(), 1, 200, 100, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Found {
+				t.Fatalf("race (%s) not found in %d runs: %s", r.Letter, res.Runs, r.Title)
+			}
+			t.Logf("race (%s) found at seed %d after %d runs in %v", r.Letter, res.Seed, res.Runs, res.Elapsed)
+		})
+	}
+}
+
+// A failing seed shrinks to a trace file that replays to the same verdict,
+// and the report gives the seed, the schedule, the file and the commands.
+func TestSimulateSeedShrinksAndReports(t *testing.T) {
+	dir := t.TempDir()
+	cfg := simulator.RunConfig{Seed: 2, Steps: 100, Profile: "upstream:e", Faults: faults.DefaultSpec()}
+	res, err := simulator.SimulateSeed(simulator.SimulateConfig{Run: cfg, OutDir: dir, MaxShrinkRuns: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := res.Failure
+	if f == nil {
+		t.Fatalf("seed 2 under upstream:e passed: %s", res)
+	}
+	v, ok := simulator.AsViolation(f.Err)
+	if !ok || v.Invariant != simulator.InvDeleteAttachedDisk {
+		t.Fatalf("violation %v, want %s", f.Err, simulator.InvDeleteAttachedDisk)
+	}
+	report := f.String()
+	for _, want := range []string{"FAIL seed 2", "fault schedule", "minimized trace: " + f.TraceFile,
+		"replay: " + cfg.Command(), "replay minimized: cpilab replay " + f.TraceFile} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	if res.ShrinkOps.To >= res.ShrinkOps.From || res.ShrinkOps.To > 5 {
+		t.Errorf("shrinking kept %d of %d operations", res.ShrinkOps.To, res.ShrinkOps.From)
+	}
+	var out strings.Builder
+	rep, err := simulator.Replay(simulator.ReplayConfig{Path: f.TraceFile, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Violated() || !strings.Contains(out.String(), "run 1 (seed 2, profile upstream:e): violated: "+v.Invariant) {
+		t.Errorf("replay printed %q (violated %v)", out.String(), rep.Violated())
+	}
+	if rep.Failed() || len(rep.Outcomes) != 1 || !strings.HasPrefix(simulator.Verdict(rep.Outcomes[0]), "violated: "+v.Invariant) {
+		text, _ := os.ReadFile(f.TraceFile)
+		t.Fatalf("the minimized trace does not replay to the violation:\n%s\n%+v", text, rep.Report.Mismatches)
+	}
+}
+
+// A run's configuration prints as the command that replays it, workload
+// shape included, and the flags read it back.
+func TestRunConfigRoundTripsThroughFlags(t *testing.T) {
+	cfg := simulator.RunConfig{Seed: 9, Steps: 50, Profile: "upstream:a", Faults: mustSpec(t, "cpi-error=0.1"),
+		Workload: simulator.WorkloadConfig{Clients: 4, Disks: 1, Mix: "provide=5,delete=3", MaxDelay: 1e9}}
+	var got simulator.RunConfig
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	got.RegisterFlags(fs)
+	if err := fs.Parse(cfg.Args()[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if got.Command() != cfg.Command() {
+		t.Fatalf("round trip: %s\nbecame %s", cfg.Command(), got.Command())
+	}
+	for _, bad := range []simulator.RunConfig{{Profile: "upstream:z"}, {Workload: simulator.WorkloadConfig{Mix: "fly=1"}}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v validated", bad)
+		}
+	}
+}

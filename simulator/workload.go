@@ -1,0 +1,429 @@
+package simulator
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/rt"
+	"github.com/cpilab/cpilab/simulator/diskmodel"
+	"github.com/cpilab/cpilab/simulator/faults"
+	"github.com/cpilab/cpilab/simulator/simrt"
+)
+
+// OpKind is a workload operation: an orchestrator's dynamic-disk call or an
+// operator's VM operation.
+type OpKind string
+
+// The operations.
+const (
+	OpProvide          OpKind = "provide"           // POST /dynamic_disks/provide
+	OpDetach           OpKind = "detach"            // POST /dynamic_disks/:name/detach
+	OpDelete           OpKind = "delete"            // DELETE /dynamic_disks/:name
+	OpCreate           OpKind = "create"            // POST /dynamic_disks (create only, in the instance's deployment)
+	OpAttach           OpKind = "attach"            // POST /dynamic_disks/:name/attach
+	OpRecreate         OpKind = "recreate"          // instance state recreate
+	OpRestart          OpKind = "restart"           // instance state restart
+	OpStop             OpKind = "stop"              // instance state stopped (soft)
+	OpStart            OpKind = "start"             // instance state started
+	OpStopHard         OpKind = "stop-hard"         // instance state stopped, hard: the VM is deleted
+	OpDeleteVM         OpKind = "delete-vm"         // DELETE /vms/:cid
+	OpDeleteDeployment OpKind = "delete-deployment" // DELETE /deployments/:name
+	// OpSilence is not an API call but a scripted fault for scenarios: the
+	// instance's current agent stops answering for Op.For.
+	OpSilence OpKind = "silence"
+)
+
+// OpKinds lists every kind, orchestrator kinds first.
+var OpKinds = []OpKind{OpProvide, OpDetach, OpDelete, OpCreate, OpAttach, OpRecreate, OpRestart, OpStop, OpStart, OpStopHard,
+	OpDeleteVM, OpDeleteDeployment, OpSilence}
+
+func (k OpKind) hasDisk() bool {
+	return k == OpProvide || k == OpDetach || k == OpDelete || k == OpCreate || k == OpAttach
+}
+func (k OpKind) hasVM() bool { return k != OpDetach && k != OpDelete && k != OpDeleteDeployment }
+
+// Op is one workload operation of one client. Clients run concurrently,
+// each its operations in order. Its text form is
+//
+//	c0 provide disk=d1 vm=2 delay=1.5s
+//	c3 recreate vm=0 after=agent:stop
+type Op struct {
+	// Client runs the operation.
+	Client int
+	// Kind is the operation.
+	Kind OpKind
+	// Disk is the disk name (provide, detach, delete).
+	Disk string
+	// VM is the instance index (provide and VM operations).
+	VM int
+	// Delay is the client's think time before the operation.
+	Delay time.Duration
+	// After, when set, holds the operation until that point ("cpi:…",
+	// "agent:…") has been reached (at most 30 s).
+	After string
+	// For is how long a silence lasts.
+	For time.Duration
+}
+
+// String is the op's text form.
+func (o Op) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "c%d %s", o.Client, o.Kind)
+	if o.Kind.hasDisk() {
+		b.WriteString(" disk=" + o.Disk)
+	}
+	if o.Kind.hasVM() {
+		fmt.Fprintf(&b, " vm=%d", o.VM)
+	}
+	if o.Kind == OpSilence {
+		b.WriteString(" for=" + o.For.String())
+	}
+	if o.Delay > 0 {
+		b.WriteString(" delay=" + o.Delay.String())
+	}
+	if o.After != "" {
+		b.WriteString(" after=" + o.After)
+	}
+	return b.String()
+}
+
+func parseClient(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(s, "c"))
+	if err != nil || n < 0 || !strings.HasPrefix(s, "c") {
+		return 0, fmt.Errorf("client %q: want c<N>", s)
+	}
+	return n, nil
+}
+
+// ParseOp reads an op in the form Op.String writes.
+func ParseOp(line string) (Op, error) {
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return Op{}, fmt.Errorf("op %q: want c<N> <kind> [key=value…]", line)
+	}
+	c, err := parseClient(f[0])
+	if err != nil {
+		return Op{}, fmt.Errorf("op %q: %w", line, err)
+	}
+	o := Op{Client: c, Kind: OpKind(f[1])}
+	if !slices.Contains(OpKinds, o.Kind) {
+		return Op{}, fmt.Errorf("op %q: unknown kind %q", line, f[1])
+	}
+	for _, kv := range f[2:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return Op{}, fmt.Errorf("op %q: want key=value, got %q", line, kv)
+		}
+		switch k {
+		case "disk":
+			o.Disk = v
+		case "vm":
+			o.VM, err = strconv.Atoi(v)
+		case "delay":
+			o.Delay, err = time.ParseDuration(v)
+		case "after":
+			o.After = v
+		case "for":
+			o.For, err = time.ParseDuration(v)
+		default:
+			err = fmt.Errorf("unknown key %q", k)
+		}
+		if err != nil {
+			return Op{}, fmt.Errorf("op %q: %v", line, err)
+		}
+	}
+	if o.Kind.hasDisk() && o.Disk == "" {
+		return Op{}, fmt.Errorf("op %q: %s needs disk=NAME", line, o.Kind)
+	}
+	return o, nil
+}
+
+// WorkloadConfig shapes a random workload.
+type WorkloadConfig struct {
+	// Clients is the number of concurrent clients (default 3). Each draws
+	// its operations from Mix.
+	Clients int
+	// Disks is the number of disk names ("d0", "d1", …; default 3).
+	Disks int
+	// Mix weighs the operation kinds, "provide=5,detach=2,…" (default
+	// DefaultMix). Kinds not named never happen.
+	Mix string
+	// MaxDelay bounds each operation's think time (default 5 s).
+	MaxDelay time.Duration
+}
+
+// DefaultMix is the default operation mix: mostly orchestrator calls, some
+// operator VM operations, a rare deployment delete.
+const DefaultMix = "provide=10,detach=5,delete=3,create=1,attach=1,recreate=1,restart=1,stop=1,start=1,stop-hard=1,delete-vm=1,delete-deployment=0"
+
+func (c WorkloadConfig) withDefaults() WorkloadConfig {
+	if c.Clients <= 0 {
+		c.Clients = 3
+	}
+	if c.Disks <= 0 {
+		c.Disks = 3
+	}
+	if c.Mix == "" {
+		c.Mix = DefaultMix
+	}
+	if c.MaxDelay <= 0 {
+		c.MaxDelay = 5 * time.Second
+	}
+	return c
+}
+
+func parseMix(mix string) (kinds []OpKind, weights []int, err error) {
+	for _, e := range strings.Split(mix, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(e), "=")
+		n, aerr := strconv.Atoi(v)
+		if !ok || aerr != nil || n < 0 || !slices.Contains(OpKinds, OpKind(k)) {
+			return nil, nil, fmt.Errorf("workload mix entry %q: want kind=weight with a known kind", e)
+		}
+		if n > 0 {
+			kinds, weights = append(kinds, OpKind(k)), append(weights, n)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, nil, fmt.Errorf("workload mix %q: no kind has weight", mix)
+	}
+	return kinds, weights, nil
+}
+
+// GenerateOps draws steps operations from the workload seed.
+func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, error) {
+	cfg = cfg.withDefaults()
+	kinds, weights, err := parseMix(cfg.Mix)
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	rng := rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/ops")))
+	ops := make([]Op, 0, steps)
+	for range steps {
+		x := rng.IntN(total)
+		k := kinds[0]
+		for i, w := range weights {
+			if x < w {
+				k = kinds[i]
+				break
+			}
+			x -= w
+		}
+		o := Op{Client: rng.IntN(cfg.Clients), Kind: k, VM: rng.IntN(instances),
+			Delay: time.Duration(rng.Int64N(int64(cfg.MaxDelay)/int64(time.Millisecond)+1)) * time.Millisecond}
+		if k.hasDisk() {
+			o.Disk = "d" + strconv.Itoa(rng.IntN(cfg.Disks))
+		}
+		ops = append(ops, o)
+	}
+	return ops, nil
+}
+
+// InstanceLabel is the diskmodel VM name of instance i: "i0", "i1", ….
+func InstanceLabel(i int) string { return "i" + strconv.Itoa(i) }
+
+// taskTimeout bounds a client's wait for one task.
+const taskTimeout = 20 * time.Minute
+
+// opResult is what a client learned from one op.
+type opResult struct {
+	outcome diskmodel.Outcome
+	cid     string
+	detail  string
+}
+
+// runOp issues one op and waits for its task.
+func (w *World) runOp(o Op) opResult {
+	d := w.Director()
+	if d == nil {
+		return opResult{outcome: diskmodel.Failed, detail: "director down"}
+	}
+	if o.VM < 0 || o.VM >= len(w.Instances) {
+		return opResult{outcome: diskmodel.Failed, detail: fmt.Sprintf("no instance %d", o.VM)}
+	}
+	inst := w.Instances[o.VM]
+	var id int64
+	var err error
+	switch o.Kind {
+	case OpProvide:
+		id, err = d.Provide(directorUser, director.ProvideRequest{DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+	case OpDetach:
+		id, err = d.DetachDynamicDisk(directorUser, o.Disk)
+	case OpDelete:
+		id, err = d.DeleteDynamicDisk(directorUser, o.Disk)
+	case OpAttach:
+		id, err = d.AttachDynamicDisk(directorUser, director.AttachRequest{DiskName: o.Disk, InstanceID: inst})
+	case OpCreate:
+		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+	case OpSilence:
+		for _, in := range listStore[director.Instance](w.Store, store.Instances) {
+			if in.ID == inst && in.AgentID != "" {
+				w.mu.Lock()
+				w.silentUntil[in.AgentID] = w.s.Now().Add(o.For)
+				w.excused[in.AgentID] = true
+				w.mu.Unlock()
+			}
+		}
+		return opResult{outcome: diskmodel.OK, detail: "agent silenced"}
+	case OpRecreate, OpRestart, OpStop, OpStart, OpStopHard:
+		state := map[OpKind]string{OpRecreate: "recreate", OpRestart: "restart", OpStop: "stopped", OpStart: "started", OpStopHard: "stopped"}[o.Kind]
+		id, err = d.ChangeInstanceState(directorUser, director.InstanceStateRequest{InstanceID: inst, State: state, Hard: o.Kind == OpStopHard})
+	case OpDeleteVM:
+		var vm string
+		for _, in := range listStore[director.Instance](w.Store, store.Instances) {
+			if in.ID == inst {
+				vm = in.VMCID
+			}
+		}
+		if vm == "" {
+			return opResult{outcome: diskmodel.Failed, detail: "instance has no VM"}
+		}
+		id, err = d.DeleteVM(directorUser, vm)
+	case OpDeleteDeployment:
+		id, err = d.DeleteDeployment(directorUser, w.Deployment)
+	}
+	if err != nil {
+		return opResult{outcome: diskmodel.Failed, detail: "refused: " + err.Error()}
+	}
+	t, ok := w.WaitTask(id, taskTimeout)
+	switch {
+	case !ok:
+		return opResult{outcome: diskmodel.Unknown, detail: fmt.Sprintf("task %d still %s", id, t.State)}
+	case t.State == director.TaskDone:
+		var res director.DiskResult
+		_ = jsonUnmarshal(t.Result, &res)
+		return opResult{outcome: diskmodel.OK, cid: res.DiskCID, detail: fmt.Sprintf("task %d done", id)}
+	case t.Error == director.ReasonRestarted:
+		return opResult{outcome: diskmodel.Unknown, detail: fmt.Sprintf("task %d: %s", id, t.Error)}
+	default:
+		return opResult{outcome: diskmodel.Failed, detail: fmt.Sprintf("task %d %s: %s", id, t.State, t.Error)}
+	}
+}
+
+// workloadRun runs ops on the world: one logical goroutine per client, the
+// safety checks after every step, director crashes at their steps.
+type workloadRun struct {
+	w        *World
+	ops      []Op
+	disks    []string // every disk name of the workload, sorted
+	history  *diskmodel.Recorder
+	checkers *Checkers[View]
+	log      func(string) // nil: none
+
+	mu     sync.Mutex     // a leaf lock, never held across a scheduling point
+	latest map[string]int // guarded by mu; disk name → the last operation called on it
+}
+
+// latestCall is the id of the last operation called on the disk name.
+func (r *workloadRun) latestCall(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.latest[name]
+}
+
+func (r *workloadRun) run() {
+	w := r.w
+	byClient := map[int][]Op{}
+	var clients []int
+	for _, o := range r.ops {
+		if _, ok := byClient[o.Client]; !ok {
+			clients = append(clients, o.Client)
+		}
+		byClient[o.Client] = append(byClient[o.Client], o)
+	}
+	slices.Sort(clients)
+	g := rt.NewGroup(w.s)
+	for _, c := range clients {
+		ops := byClient[c]
+		g.Go(fmt.Sprintf("client-%d", c), func() {
+			for _, o := range ops {
+				r.runOne(o)
+			}
+			w.cfg.Gates.clientDone(c)
+		})
+	}
+	g.Wait()
+}
+
+func (r *workloadRun) runOne(o Op) {
+	w := r.w
+	if o.Delay > 0 {
+		w.s.Sleep(o.Delay)
+	}
+	if o.After != "" {
+		w.cfg.Gates.reachedWithin(o.After, 30*time.Second)
+	}
+	var ids []int
+	label := InstanceLabel(o.VM)
+	call := func(in diskmodel.Input) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		id := r.history.Call(o.Client, in)
+		ids = append(ids, id)
+		if r.latest == nil {
+			r.latest = map[string]int{}
+		}
+		r.latest[in.Disk] = id
+	}
+	switch o.Kind {
+	case OpProvide:
+		call(diskmodel.Input{Kind: diskmodel.Provide, Disk: o.Disk, VM: label})
+	case OpDetach:
+		call(diskmodel.Input{Kind: diskmodel.Detach, Disk: o.Disk})
+	case OpDelete:
+		call(diskmodel.Input{Kind: diskmodel.Delete, Disk: o.Disk})
+	case OpCreate:
+		call(diskmodel.Input{Kind: diskmodel.Create, Disk: o.Disk})
+	case OpAttach:
+		call(diskmodel.Input{Kind: diskmodel.Attach, Disk: o.Disk, VM: label})
+	case OpRecreate, OpStopHard, OpDeleteVM:
+		for _, name := range r.disks {
+			call(diskmodel.Input{Kind: diskmodel.Evict, Disk: name, VM: label})
+		}
+	case OpDeleteDeployment:
+		for _, name := range r.disks {
+			call(diskmodel.Input{Kind: diskmodel.Delete, Disk: name})
+		}
+	}
+	res := w.runOp(o)
+	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.latestCall(o.Disk) == ids[0] {
+		// No operation on the name began since: the state is this provide's.
+		w.checkProvideLink(o.VM, o.Disk, res.cid)
+	}
+	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid}
+	if !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed {
+		out.Outcome = diskmodel.Unknown // a failed VM operation may have detached some disks
+	}
+	for _, id := range ids {
+		r.history.Return(id, out)
+	}
+	// The detail may name paths in the run's temporary directory, which
+	// must not reach the trace (its hash is compared across runs).
+	detail := strings.ReplaceAll(res.detail, w.cfg.DataDir, "$DATA")
+	simrt.Annotate(w.s, fmt.Sprintf("%v: %v (%s)", o, res.outcome, detail))
+	if r.log != nil {
+		r.log(fmt.Sprintf("%v: %v", o, res.outcome))
+	}
+	w.mu.Lock()
+	w.step++
+	step := w.step
+	w.mu.Unlock()
+	if err := r.checkers.AfterStep(step, w.SafetyView()); err != nil {
+		w.addViolation(err.(*Violation))
+	}
+	for _, f := range w.next(faults.SeamStep, "step") {
+		if f.Kind == faults.DirectorCrash {
+			w.Crash(f.Duration)
+		}
+	}
+}
