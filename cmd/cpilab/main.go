@@ -6,6 +6,7 @@
 //	cpilab fakeiaas           run the fake cloud
 //	cpilab director           run the reference Director
 //	cpilab agent --root DIR   run one reference agent
+//	cpilab certify-director   certify a director's dynamic disks API
 //	cpilab simulate / replay  deterministic lifecycle simulation
 //
 // Each subcommand lives in its own file and registers itself in commands; it
