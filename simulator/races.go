@@ -176,9 +176,8 @@ func (r Race) Find(ctx context.Context, from Seed, max uint64, steps, parallelis
 }
 
 // ReferenceSweepFaults is the fault spec of the reference sweep: every kind
-// of DefaultSpec at its default rate but lost-response. A lost response
-// leaves the reference director's record wrong (the finding-lost-*.txt
-// scenarios); until the director handles in-doubt CPI outcomes, the sweep
-// that must find nothing leaves that kind out.
-const ReferenceSweepFaults = "cpi-error=0.02,latency=0.05,director-crash=0.002,agent-unresponsive=0.01,agent-restart=0.005," +
-	"agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05"
+// of faults.DefaultSpec at its default rate, lost responses included (they
+// left the reference director's records wrong, the lost-response-*.txt
+// scenarios, until it began calling in-doubt disk calls again).
+const ReferenceSweepFaults = "cpi-error=0.02,lost-response=0.01,latency=0.05,director-crash=0.002,agent-unresponsive=0.01," +
+	"agent-restart=0.005,agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05"
