@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cpilab/cpilab/simulator/scenario"
 )
 
 // Seam is where faults are injected. Each seam counts its operations from 0
@@ -173,7 +175,7 @@ func quote(v string) string {
 
 // ParseFault reads a fault in the form Fault.String writes.
 func ParseFault(s string) (Fault, error) {
-	toks, err := tokenize(s)
+	toks, err := scenario.SplitWords(s)
 	if err != nil {
 		return Fault{}, fmt.Errorf("fault %q: %w", s, err)
 	}
@@ -303,45 +305,6 @@ func kindList() string {
 		names[i] = string(k)
 	}
 	return strings.Join(names, ", ")
-}
-
-// tokenize splits on whitespace, keeping Go-quoted strings (after "=") whole.
-func tokenize(s string) ([]string, error) {
-	var toks []string
-	var cur strings.Builder
-	inQuote, esc, have := false, false, false
-	for _, r := range s {
-		switch {
-		case inQuote:
-			cur.WriteRune(r)
-			if esc {
-				esc = false
-			} else if r == '\\' {
-				esc = true
-			} else if r == '"' {
-				inQuote = false
-			}
-		case r == '"':
-			inQuote, have = true, true
-			cur.WriteRune(r)
-		case r == ' ' || r == '\t':
-			if have {
-				toks = append(toks, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteRune(r)
-			have = true
-		}
-	}
-	if inQuote {
-		return nil, fmt.Errorf("unterminated quote")
-	}
-	if have {
-		toks = append(toks, cur.String())
-	}
-	return toks, nil
 }
 
 func splitOutsideQuotes(s string, sep rune) ([]string, error) {

@@ -104,7 +104,7 @@ func Parse(name, text string) (*File, error) {
 
 // parseLine splits a command line into its name and arguments.
 func parseLine(line string) (string, []Arg, error) {
-	toks, err := splitWords(line)
+	toks, err := SplitWords(line)
 	if err != nil {
 		return "", nil, err
 	}
@@ -146,8 +146,10 @@ func parseLine(line string) (string, []Arg, error) {
 	return name, args, nil
 }
 
-// splitWords splits on spaces outside quotes and parentheses.
-func splitWords(s string) ([]string, error) {
+// SplitWords splits a line into words on spaces and tabs outside Go-quoted
+// strings and parentheses, keeping quotes and parentheses in the words: the
+// one tokenizer of cpilab's line formats (scenario commands, fault lines).
+func SplitWords(s string) ([]string, error) {
 	var out []string
 	var cur strings.Builder
 	depth, inQuote, esc := 0, false, false
