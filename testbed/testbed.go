@@ -16,6 +16,7 @@ import (
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/agent/boothook"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fakeiaas/refcpi"
 	"github.com/cpilab/cpilab/fakeiaas/vmssh"
 	"github.com/cpilab/cpilab/mbus"
 	"golang.org/x/crypto/ssh"
@@ -238,26 +239,16 @@ func (t *Testbed) CPIConfig(s CPISetup) (string, error) {
 	if p, ok := t.configs[s]; ok {
 		return p, nil
 	}
-	props := map[string]any{
-		"fakeiaas": map[string]any{"url": t.IaaS.URL(), "retry": map[string]any{"max_attempts": 5, "base_delay_ms": 10}},
-		"agent":    map[string]any{"mbus": t.NATS.URL()},
-	}
+	spec := refcpi.FileSpec{URL: t.IaaS.URL(), MBus: t.NATS.URL(), APIVersionCap: s.APIVersionCap}
 	if !s.NoRegistry {
-		props["registry"] = map[string]any{"endpoint": t.IaaS.RegistryURL(), "user": t.cfg.RegistryUser, "password": t.cfg.RegistryPassword}
-	}
-	if s.APIVersionCap > 0 {
-		props["debug"] = map[string]any{"cpi": map[string]any{"api_version": s.APIVersionCap}}
-	}
-	b, err := json.MarshalIndent(map[string]any{"cloud": map[string]any{"plugin": "fakeiaas", "properties": props}}, "", "  ")
-	if err != nil {
-		return "", fmt.Errorf("testbed: cpi.json: %w", err)
+		spec.RegistryEndpoint, spec.RegistryUser, spec.RegistryPassword = t.IaaS.RegistryURL(), t.cfg.RegistryUser, t.cfg.RegistryPassword
 	}
 	name := fmt.Sprintf("cpi-api%d", s.APIVersionCap)
 	if s.NoRegistry {
 		name += "-noregistry"
 	}
 	p := filepath.Join(t.cfg.Dir, "config", name+".json")
-	if err := os.WriteFile(p, append(b, '\n'), 0o600); err != nil {
+	if err := refcpi.WriteFileConfig(p, spec); err != nil {
 		return "", fmt.Errorf("testbed: %w", err)
 	}
 	t.configs[s] = p

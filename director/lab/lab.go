@@ -12,11 +12,9 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -167,20 +165,11 @@ func (l *Lab) execCPI(cfg Config) error {
 		return fmt.Errorf("lab: serve fakeiaas: %w", err)
 	}
 	l.Server = srv
-	props := map[string]any{
-		"fakeiaas": map[string]any{"url": srv.URL(), "retry": map[string]any{"max_attempts": 5, "base_delay_ms": 10}},
-		"registry": map[string]any{"endpoint": srv.URL() + "/registry"},
-		"agent":    map[string]any{"mbus": "memory://"},
-		"debug":    map[string]any{"cpi": map[string]any{"api_version": cfg.CPIMaxAPIVersion}},
-	}
-	b, err := json.MarshalIndent(map[string]any{"cloud": map[string]any{"plugin": "fakeiaas", "properties": props}}, "", "  ")
-	if err != nil {
-		return err
-	}
 	path := filepath.Join(cfg.DataDir, "cpi.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := refcpi.WriteFileConfig(path, refcpi.FileSpec{URL: srv.URL(), RegistryEndpoint: srv.URL() + "/registry",
+		MBus: "memory://", APIVersionCap: cfg.CPIMaxAPIVersion}); err != nil {
 		_ = srv.Close()
-		return fmt.Errorf("lab: write %s: %w", path, err)
+		return fmt.Errorf("lab: %w", err)
 	}
 	argv := append(append([]string(nil), cfg.CPICommand...), "-configPath", path)
 	l.CPI = cpiv2.NewRunner(cpiv2.RunnerConfig{Command: argv, Profile: cfg.CPIProfile, DirectorUUID: cfg.DirectorUUID})

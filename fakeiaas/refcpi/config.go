@@ -130,3 +130,45 @@ func (fc FileConfig) Config() Config {
 	}
 	return cfg
 }
+
+// FileSpec is what a cpi.json for the reference CPI says (docs/seams.md):
+// the one place cpilab writes that file (the testbed, the director's lab).
+type FileSpec struct {
+	// URL is the fakeiaas base URL.
+	URL string
+	// RegistryEndpoint, RegistryUser and RegistryPassword make the registry
+	// block; an empty endpoint leaves it out (the current Director).
+	RegistryEndpoint, RegistryUser, RegistryPassword string
+	// MBus is agent.mbus: the URL the agents' settings name.
+	MBus string
+	// APIVersionCap is debug.cpi.api_version; 0 leaves the debug block out
+	// (the CPI's own maximum).
+	APIVersionCap int
+}
+
+// WriteFileConfig writes spec as cpi.json to path, readable by
+// LoadFileConfig.
+func WriteFileConfig(path string, spec FileSpec) error {
+	props := map[string]any{
+		"fakeiaas": map[string]any{"url": spec.URL, "retry": map[string]any{"max_attempts": 5, "base_delay_ms": 10}},
+		"agent":    map[string]any{"mbus": spec.MBus},
+	}
+	if spec.RegistryEndpoint != "" {
+		reg := map[string]any{"endpoint": spec.RegistryEndpoint}
+		if spec.RegistryUser != "" || spec.RegistryPassword != "" {
+			reg["user"], reg["password"] = spec.RegistryUser, spec.RegistryPassword
+		}
+		props["registry"] = reg
+	}
+	if spec.APIVersionCap > 0 {
+		props["debug"] = map[string]any{"cpi": map[string]any{"api_version": spec.APIVersionCap}}
+	}
+	b, err := json.MarshalIndent(map[string]any{"cloud": map[string]any{"plugin": "fakeiaas", "properties": props}}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cpi.json: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("writing cpi.json: %w", err)
+	}
+	return nil
+}
