@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"sync"
 	"time"
 )
@@ -99,15 +96,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.DirectorUUID == "" {
 		cfg.DirectorUUID = DefaultDirectorUUID
 	}
-	r := &Runner{cfg: cfg}
-	for _, name := range append([]string{"PATH", "TMPDIR", "HOME"}, cfg.ExtraEnv...) {
-		if v, ok := os.LookupEnv(name); ok {
-			r.env = append(r.env, name+"="+v)
-		}
-	}
-	if r.env == nil {
-		r.env = []string{} // an empty, not inherited, environment
-	}
+	r := &Runner{cfg: cfg, env: ScrubbedEnv(cfg.ExtraEnv)}
 	r.caller = newCaller(callerConfig{
 		profile:             cfg.Profile,
 		directorUUID:        cfg.DirectorUUID,
@@ -125,72 +114,11 @@ var _ CPI = (*Runner)(nil)
 var ErrNoCommand = errors.New("cpiv2: RunnerConfig.Command is empty")
 
 func (r *Runner) roundTrip(ctx context.Context, method string, req []byte) (exchange, error) {
-	ex := exchange{exitCode: -1}
-	if len(r.cfg.Command) == 0 {
-		return ex, ErrNoCommand
-	}
-	if err := ctx.Err(); err != nil {
-		return ex, fmt.Errorf("call abandoned before starting the CPI: %w", err)
-	}
-	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
-	cmd.Env = r.env
-	cmd.Dir = r.cfg.Dir
-	cmd.Stdin = bytes.NewReader(req)
-	stdout := &cappedBuffer{max: r.cfg.MaxOutput, overflow: make(chan struct{}), failOnOverflow: true}
-	stderr := &cappedBuffer{max: r.cfg.MaxOutput, overflow: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	setProcessGroup(cmd)
-	if err := cmd.Start(); err != nil {
-		return ex, fmt.Errorf("starting CPI %q: %w", r.cfg.Command[0], err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	timer := time.NewTimer(r.cfg.Timeout)
-	defer timer.Stop()
-
-	var failure error
-	var waitErr error
-	waited := false
-	select {
-	case waitErr = <-done:
-		waited = true
-	case <-timer.C:
-		failure = invalid(ErrCPITimeout, nil, "", fmt.Sprintf("no answer within %v; process group killed", r.cfg.Timeout), nil)
-	case <-stdout.overflow:
-		failure = invalid(ErrOutputTooLarge, nil, "", fmt.Sprintf("more than %d bytes; process group killed", r.cfg.MaxOutput), nil)
-	case <-ctx.Done():
-		failure = fmt.Errorf("call abandoned, process group killed: %w", ctx.Err())
-	}
-	if failure != nil {
-		killProcessGroup(cmd)
-		grace := time.NewTimer(killGrace)
-		select {
-		case waitErr = <-done:
-			waited = true
-		case <-grace.C:
-		}
-		grace.Stop()
-	}
-	if failure == nil && stdout.overflowed() {
-		failure = invalid(ErrOutputTooLarge, nil, "", fmt.Sprintf("more than %d bytes; process group killed", r.cfg.MaxOutput), nil)
-		killProcessGroup(cmd)
-	}
-	ex.stdout, ex.stderr = stdout.bytes(), stderr.bytes()
-	if waited && cmd.ProcessState != nil {
-		ex.exitCode = cmd.ProcessState.ExitCode()
-	}
-	var ir *InvalidResponseError
-	if errors.As(failure, &ir) {
-		ir.Excerpt = excerpt(ex.stdout)
-	}
-	if failure != nil {
-		return ex, failure
-	}
-	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) {
-		return ex, fmt.Errorf("running CPI %q: %w", r.cfg.Command[0], waitErr)
-	}
-	return ex, nil
+	res, err := RunProcess(ctx, ProcessConfig{
+		Command: r.cfg.Command, Dir: r.cfg.Dir, Env: r.env,
+		Timeout: r.cfg.Timeout, MaxOutput: r.cfg.MaxOutput,
+	}, req)
+	return exchange{stdout: res.Stdout, stderr: res.Stderr, exitCode: res.ExitCode}, err
 }
 
 // cappedBuffer keeps the first max bytes written to it. Past max it closes
