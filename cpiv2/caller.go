@@ -60,6 +60,7 @@ type callerConfig struct {
 	requestIDs          func() string
 	infoBeforeEveryCall bool
 	trace               func(CallRecord)
+	lenientJSON         bool
 }
 
 // caller implements CPI over a transport: it negotiates, encodes requests as
@@ -126,7 +127,7 @@ func (c *caller) sendRecorded(ctx context.Context, rec *CallRecord, args []any) 
 	if c.cfg.profile.ExitStatusMatters && ex.exitCode != 0 {
 		return nil, c.fill(invalid(ErrNonZeroExit, ex.stdout, "", "", nil), rec)
 	}
-	resp, err := DecodeResponse(ex.stdout)
+	resp, err := DecodeResponseWith(ex.stdout, DecodeOptions{LenientJSON: c.cfg.lenientJSON})
 	if err != nil {
 		return nil, c.fill(err, rec)
 	}

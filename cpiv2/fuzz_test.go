@@ -19,11 +19,26 @@ func FuzzDecodeResponse(f *testing.F) {
 		`{"result":null,"error":null,"log":""}{}`,
 		`{"result":null,"error":null,"log":""} x`,
 		`{"result":`, `[]`, `"x"`, ``, `{"log":1}`, `{"result":null,"error":{"ok_to_retry":"yes"},"log":""}`,
+		`{"error":{"type":"t","message":"m","ok_to_retry":false},"error":null,"result":"disk-1","log":""}`,
+		`{"result":{"a":{"b":1,"b":2}},"error":null,"log":""}`,
+		"{\"result\":\"\xff\",\"error\":null,\"log\":\"\"}",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		resp, err := cpiv2.DecodeResponse(data)
+		lenient, lerr := cpiv2.DecodeResponseWith(data, cpiv2.DecodeOptions{LenientJSON: true})
+		if err == nil && (lerr != nil || !sameResponse(resp, lenient)) {
+			t.Fatalf("DecodeResponse(%q) accepts what the lenient reading reads differently: %v", data, lerr)
+		}
+		if lerr == nil && err != nil && !errors.Is(err, cpiv2.ErrDuplicateKey) && !errors.Is(err, cpiv2.ErrInvalidUTF8) {
+			t.Fatalf("DecodeResponse(%q) = %v: strictness refused something other than a duplicate key or invalid UTF-8", data, err)
+		}
+		if err == nil {
+			if cerr := cpiv2.CheckJSON(bytes.TrimSpace(data)); cerr != nil {
+				t.Fatalf("DecodeResponse(%q) accepted what CheckJSON refuses: %v", data, cerr)
+			}
+		}
 		if err != nil {
 			var ir *cpiv2.InvalidResponseError
 			if !errors.As(err, &ir) || ir.Kind == nil || !errors.Is(err, cpiv2.ErrInvalidResponse) {

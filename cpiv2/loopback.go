@@ -29,6 +29,9 @@ type LoopbackConfig struct {
 	// out; Stderr holds the dispatcher's log lines. Calls made concurrently
 	// call it concurrently.
 	Trace func(CallRecord)
+	// LenientJSON decodes responses as the upstream Director does
+	// (DecodeOptions.LenientJSON). Default false: strict.
+	LenientJSON bool
 }
 
 // Loopback is a CPI caller that runs the whole wire path in memory: it
@@ -56,6 +59,7 @@ func NewLoopback(impl Core, cfg LoopbackConfig) *Loopback {
 		requestIDs:          cfg.RequestIDs,
 		infoBeforeEveryCall: cfg.InfoBeforeEveryCall,
 		trace:               cfg.Trace,
+		lenientJSON:         cfg.LenientJSON,
 	}, l.roundTrip)
 	return l
 }

@@ -64,6 +64,11 @@ type RunnerConfig struct {
 	// the runner negotiates once, on its first call, and caches the
 	// api_version; a failed negotiation is not cached.
 	InfoBeforeEveryCall bool
+	// LenientJSON accepts responses with duplicate keys (the last wins) or
+	// invalid UTF-8 (replaced by U+FFFD), as the upstream Director and the
+	// bosh CLI do (DecodeOptions.LenientJSON, docs/upstream.md). Default
+	// false: such a response is invalid (ErrDuplicateKey, ErrInvalidUTF8).
+	LenientJSON bool
 }
 
 // Runner calls a CPI executable as the Director does (CONTRACTS §1): one
@@ -104,6 +109,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		requestIDs:          cfg.RequestIDs,
 		infoBeforeEveryCall: cfg.InfoBeforeEveryCall,
 		trace:               cfg.DebugLog,
+		lenientJSON:         cfg.LenientJSON,
 	}, r.roundTrip)
 	return r
 }

@@ -266,6 +266,12 @@ var (
 	// ErrOutputTooLarge: stdout exceeded the runner's MaxOutput; the process
 	// group was killed.
 	ErrOutputTooLarge = errors.New("stdout exceeds the output limit")
+	// ErrDuplicateKey: an object in the response holds the same key twice
+	// (Key is the path of the repeated key). See CheckJSON.
+	ErrDuplicateKey = errors.New("duplicate key in a JSON object")
+	// ErrInvalidUTF8: the response is not valid UTF-8 (Detail gives the
+	// offset). See CheckJSON.
+	ErrInvalidUTF8 = errors.New("response is not valid UTF-8")
 	// ErrMissingKey: one of result, error, log is absent (Key names it).
 	ErrMissingKey = errors.New("required key missing")
 	// ErrLogNotString: log is not a JSON string.
@@ -352,10 +358,25 @@ func invalid(kind error, out []byte, key, detail string, cause error) *InvalidRe
 // exactly one JSON object (white space around it allowed), with the keys
 // result, error and log; log a string; error null or an object with a string
 // type, a string message and a boolean ok_to_retry; result null when error is
-// set. Any violation is an *InvalidResponseError of the matching kind (Method
-// and RequestID are left for the caller to fill in). Keys beyond the three
-// are ignored, as the Director's schema ignores them.
+// set; valid UTF-8 and no duplicate key in any object (CheckJSON). Any
+// violation is an *InvalidResponseError of the matching kind (Method and
+// RequestID are left for the caller to fill in). Keys beyond the three are
+// ignored, as the Director's schema ignores them.
 func DecodeResponse(out []byte) (Response, error) {
+	return DecodeResponseWith(out, DecodeOptions{})
+}
+
+// DecodeOptions relax DecodeResponse. The zero value is strict.
+type DecodeOptions struct {
+	// LenientJSON accepts duplicate keys (the last one wins) and invalid
+	// UTF-8 (replaced by U+FFFD), as the upstream Director's JSON.parse and
+	// the bosh CLI's encoding/json do (docs/upstream.md). Default false:
+	// both are invalid responses (ErrDuplicateKey, ErrInvalidUTF8).
+	LenientJSON bool
+}
+
+// DecodeResponseWith is DecodeResponse with options.
+func DecodeResponseWith(out []byte, opts DecodeOptions) (Response, error) {
 	trimmed := bytes.TrimSpace(out)
 	if len(trimmed) == 0 {
 		return Response{}, invalid(ErrEmptyOutput, out, "", "", nil)
@@ -376,6 +397,15 @@ func DecodeResponse(out []byte) (Response, error) {
 			return Response{}, invalid(ErrMultipleObjects, out, "", "", nil)
 		}
 		return Response{}, invalid(ErrTrailingGarbage, out, "", fmt.Sprintf("%d bytes after the object", len(rest)), nil)
+	}
+	if !opts.LenientJSON {
+		if err := CheckJSON(first); err != nil {
+			var ir *InvalidResponseError
+			if errors.As(err, &ir) {
+				ir.Excerpt = excerpt(out)
+			}
+			return Response{}, err
+		}
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(first, &top); err != nil {
