@@ -27,6 +27,10 @@ type CallRecord struct {
 	// ExitCode is the CPI's exit status (-1: killed by a signal or never
 	// started; always 0 in process).
 	ExitCode int
+	// Outcome says how the CPI process ended ("exit status 0", "killed by
+	// SIGKILL, exit status 137: …"; see ProcessResult.Outcome); empty in
+	// process.
+	Outcome string
 	// Err is the call's error, nil on success.
 	Err error
 }
@@ -44,6 +48,7 @@ func NewRequestIDs() func() string {
 type exchange struct {
 	stdout, stderr []byte
 	exitCode       int
+	outcome        string // how the process ended ("" in process)
 }
 
 // transport delivers one encoded request and returns the CPI's output. An
@@ -120,7 +125,7 @@ func (c *caller) sendRecorded(ctx context.Context, rec *CallRecord, args []any) 
 	}
 	rec.Request = enc
 	ex, err := c.t(ctx, rec.Method, enc)
-	rec.Stdout, rec.Stderr, rec.ExitCode = ex.stdout, ex.stderr, ex.exitCode
+	rec.Stdout, rec.Stderr, rec.ExitCode, rec.Outcome = ex.stdout, ex.stderr, ex.exitCode, ex.outcome
 	if err != nil {
 		return nil, c.fill(err, rec)
 	}
@@ -142,7 +147,7 @@ func (c *caller) sendRecorded(ctx context.Context, rec *CallRecord, args []any) 
 func (c *caller) fill(err error, rec *CallRecord) error {
 	var ir *InvalidResponseError
 	if errors.As(err, &ir) {
-		ir.Method, ir.RequestID, ir.ExitCode = rec.Method, rec.RequestID, rec.ExitCode
+		ir.Method, ir.RequestID, ir.ExitCode, ir.Outcome = rec.Method, rec.RequestID, rec.ExitCode, rec.Outcome
 		return ir
 	}
 	return fmt.Errorf("cpi %s (request_id %s): %w", rec.Method, rec.RequestID, err)

@@ -5,10 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"sync"
+	"syscall"
 	"time"
 )
+
+// DefaultWaitDelay is how long RunProcess waits, once the CPI process has
+// exited, for its stdout and stderr to close: a child it left behind that
+// still holds them is then killed (ProcessConfig.WaitDelay).
+const DefaultWaitDelay = 2 * time.Second
 
 // ProcessConfig configures RunProcess: one CPI process, started the way
 // the Director starts it. Only Command is required.
@@ -27,6 +36,12 @@ type ProcessConfig struct {
 	// DefaultMaxOutput). More stdout kills the process group and fails with
 	// ErrOutputTooLarge; more stderr is dropped.
 	MaxOutput int
+	// WaitDelay bounds the wait for stdout and stderr to close once the CPI
+	// process has exited (default DefaultWaitDelay). A process it left
+	// behind that still holds them (a daemon that called setsid, say) is
+	// killed then, with its process group and session, and the answer
+	// already read is used: it is not a time-out.
+	WaitDelay time.Duration
 }
 
 // ProcessResult is what one CPI process did.
@@ -35,7 +50,19 @@ type ProcessResult struct {
 	// ExitCode is the exit status, -1 when the process did not exit by
 	// itself (killed) or could not be waited for.
 	ExitCode int
-	Elapsed  time.Duration
+	// Signal names the signal that ended the process ("SIGKILL"), "" when
+	// it exited by itself.
+	Signal string
+	// Outcome says in one line how the process ended: "exit status 3",
+	// "killed by SIGKILL, exit status 137: probably out of memory or killed
+	// by someone", "timed out after 10m0s; process group killed", "output
+	// too large …", "could not start: …". Empty only before a start was
+	// tried.
+	Outcome string
+	// Stragglers counts the processes the CPI left behind, still holding
+	// its stdout or stderr after WaitDelay, that RunProcess killed.
+	Stragglers int
+	Elapsed    time.Duration
 }
 
 // ScrubbedEnv is the Director's environment for a CPI: PATH, TMPDIR and
@@ -51,14 +78,77 @@ func ScrubbedEnv(extra []string) []string {
 	return env
 }
 
+// Reasons a CPI executable could not be started, matched with errors.Is
+// against a *StartError.
+var (
+	// ErrCPINotFound: no file at the path (or none on PATH). It also
+	// matches os.ErrNotExist.
+	ErrCPINotFound = errors.New("not found")
+	// ErrCPINotExecutable: the file exists but cannot be executed (no
+	// execute permission, or not a program the system can run).
+	ErrCPINotExecutable = errors.New("not executable")
+	// ErrCPIIsDirectory: the path names a directory.
+	ErrCPIIsDirectory = errors.New("is a directory")
+)
+
+// StartError is a CPI process that could not be started. errors.Is matches
+// Reason (ErrCPINotFound, ErrCPINotExecutable, ErrCPIIsDirectory, or nil
+// for another failure) and the underlying error.
+type StartError struct {
+	Path   string
+	Reason error
+	Err    error
+}
+
+// Error says which executable and why.
+func (e *StartError) Error() string {
+	if e.Reason != nil {
+		return fmt.Sprintf("could not start CPI %q: %v (%v)", e.Path, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("could not start CPI %q: %v", e.Path, e.Err)
+}
+
+// Unwrap returns Reason and Err.
+func (e *StartError) Unwrap() []error {
+	if e.Reason == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Reason, e.Err}
+}
+
+// startError classifies a failure to start path.
+func startError(path string, err error) *StartError {
+	se := &StartError{Path: path, Err: err}
+	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+		se.Reason = ErrCPIIsDirectory
+		return se
+	}
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		se.Reason = ErrCPINotFound
+	case errors.Is(err, syscall.EISDIR):
+		se.Reason = ErrCPIIsDirectory
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, exec.ErrDot):
+		se.Reason = ErrCPINotExecutable
+	}
+	return se
+}
+
 // RunProcess runs one CPI process: in its own process group, stdin the
 // request and then closed, stdout and stderr kept up to MaxOutput. Every
 // caller of a CPI executable (Runner, the suites) goes through it, so the
-// output cap, the time-out and the process-group kill hold everywhere.
+// output cap, the time-out, the process-group kill and the bounded wait for
+// the pipes hold everywhere.
+//
+// Once the process exits, whatever it left running in its process group is
+// killed; if stdout or stderr are still held open WaitDelay later (by a
+// child that left the group), every process holding them is killed with its
+// process group and session, and the answer already read stands.
 //
 // The error is an *InvalidResponseError (ErrCPITimeout, ErrOutputTooLarge)
-// with the result filled in as far as it got, a cancelled ctx, or a failure
-// to start the process. A non-zero exit is not an error: ExitCode says it.
+// with the result filled in as far as it got, a cancelled ctx, or a
+// *StartError. A non-zero exit or a death by signal is not an error:
+// ExitCode, Signal and Outcome say it.
 func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessResult, error) {
 	res := ProcessResult{ExitCode: -1}
 	if len(cfg.Command) == 0 {
@@ -70,6 +160,9 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = DefaultMaxOutput
 	}
+	if cfg.WaitDelay <= 0 {
+		cfg.WaitDelay = DefaultWaitDelay
+	}
 	if cfg.Env == nil {
 		cfg.Env = ScrubbedEnv(nil)
 	}
@@ -77,17 +170,49 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		return res, fmt.Errorf("call abandoned before starting the CPI: %w", err)
 	}
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
+	if cmd.Err != nil { // not on PATH
+		res.Outcome = "could not start: " + cmd.Err.Error()
+		return res, startError(cfg.Command[0], cmd.Err)
+	}
 	cmd.Env = cfg.Env
 	cmd.Dir = cfg.Dir
 	cmd.Stdin = bytes.NewReader(stdin)
-	stdout := &cappedBuffer{max: cfg.MaxOutput, overflow: make(chan struct{}), failOnOverflow: true}
-	stderr := &cappedBuffer{max: cfg.MaxOutput, overflow: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Our own pipes, so that the child gets them as they are (os/exec starts
+	// no copying goroutine it would wait for) and we can tell who holds them.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return res, fmt.Errorf("running CPI %q: %w", cfg.Command[0], err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return res, fmt.Errorf("running CPI %q: %w", cfg.Command[0], err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	// Bounds os/exec's own stdin copy once the process has exited (a child
+	// holding stdin without reading it).
+	cmd.WaitDelay = cfg.WaitDelay
 	setProcessGroup(cmd)
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return res, fmt.Errorf("starting CPI %q: %w", cfg.Command[0], err)
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		res.Outcome = "could not start: " + err.Error()
+		return res, startError(cmd.Path, err)
 	}
+	pipes := pipeIDs(outR, errR)
+
+	stdout := &cappedBuffer{max: cfg.MaxOutput, overflow: make(chan struct{}), failOnOverflow: true}
+	stderr := &cappedBuffer{max: cfg.MaxOutput, overflow: make(chan struct{})}
+	var readers sync.WaitGroup
+	pipesClosed := make(chan struct{})
+	readers.Go(func() { drain(stdout, outR) })
+	readers.Go(func() { drain(stderr, errR) })
+	go func() { readers.Wait(); close(pipesClosed) }() // the I/O edge: real goroutines
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	timer := time.NewTimer(cfg.Timeout)
@@ -100,10 +225,13 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		waited = true
 	case <-timer.C:
 		failure = invalid(ErrCPITimeout, nil, "", fmt.Sprintf("no answer within %v; process group killed", cfg.Timeout), nil)
+		res.Outcome = fmt.Sprintf("timed out after %v; process group killed", cfg.Timeout)
 	case <-stdout.overflow:
 		failure = invalid(ErrOutputTooLarge, nil, "", fmt.Sprintf("more than %d bytes; process group killed", cfg.MaxOutput), nil)
+		res.Outcome = fmt.Sprintf("output too large (more than %d bytes on stdout); process group killed", cfg.MaxOutput)
 	case <-ctx.Done():
 		failure = fmt.Errorf("call abandoned, process group killed: %w", ctx.Err())
+		res.Outcome = "call abandoned (" + ctx.Err().Error() + "); process group killed"
 	}
 	if failure != nil {
 		killProcessGroup(cmd)
@@ -114,15 +242,41 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		case <-grace.C:
 		}
 		grace.Stop()
+	} else {
+		// The CPI has exited: nothing it started may outlive the call.
+		killProcessGroup(cmd)
 	}
+	// Bound the wait for the pipes: whoever still holds them once the CPI
+	// is gone is a leftover, killed with its group and session.
+	grace := time.NewTimer(cfg.WaitDelay)
+	select {
+	case <-pipesClosed:
+	case <-grace.C:
+		res.Stragglers = killPipeHolders(pipes)
+		kill := time.NewTimer(killGrace)
+		select {
+		case <-pipesClosed:
+		case <-kill.C:
+		}
+		kill.Stop()
+	}
+	grace.Stop()
+	outR.Close() // unblocks the readers if something still holds the pipes
+	errR.Close()
+	<-pipesClosed
+
 	if failure == nil && stdout.overflowed() {
 		failure = invalid(ErrOutputTooLarge, nil, "", fmt.Sprintf("more than %d bytes; process group killed", cfg.MaxOutput), nil)
-		killProcessGroup(cmd)
+		res.Outcome = fmt.Sprintf("output too large (more than %d bytes on stdout); process group killed", cfg.MaxOutput)
 	}
 	res.Elapsed = time.Since(start)
 	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
 	if waited && cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
+		res.Signal = signalName(cmd.ProcessState)
+		if res.Outcome == "" {
+			res.Outcome = describeExit(cmd.ProcessState)
+		}
 	}
 	var ir *InvalidResponseError
 	if errors.As(failure, &ir) {
@@ -132,8 +286,52 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		return res, failure
 	}
 	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
 		return res, fmt.Errorf("running CPI %q: %w", cfg.Command[0], waitErr)
 	}
 	return res, nil
+}
+
+// drain reads r into b until EOF or until r is closed; past b's cap it
+// keeps reading (and discarding) so the writer is never blocked by a full
+// pipe.
+func drain(b *cappedBuffer, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_, _ = b.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// describeExit says how a process that was waited for ended.
+func describeExit(ps *os.ProcessState) string {
+	if sig := signalName(ps); sig != "" {
+		code := 128 + signalNumber(ps)
+		s := fmt.Sprintf("killed by %s, exit status %d", sig, code)
+		if hint := signalHint(sig); hint != "" {
+			s += ": " + hint
+		}
+		return s
+	}
+	return fmt.Sprintf("exit status %d", ps.ExitCode())
+}
+
+// signalHint is the likely cause of a death by sig.
+func signalHint(sig string) string {
+	switch sig {
+	case "SIGKILL":
+		return "probably out of memory or killed by someone"
+	case "SIGTERM", "SIGINT", "SIGHUP":
+		return "asked to stop by someone"
+	case "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT":
+		return "the CPI crashed"
+	case "SIGPIPE":
+		return "it wrote to a closed pipe"
+	}
+	return ""
 }

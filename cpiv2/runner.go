@@ -52,6 +52,10 @@ type RunnerConfig struct {
 	// DefaultMaxOutput). More stdout kills the process group and fails the
 	// call with ErrOutputTooLarge; more stderr is dropped.
 	MaxOutput int
+	// WaitDelay bounds the wait for the CPI's stdout and stderr to close
+	// once it has exited (default DefaultWaitDelay); see
+	// ProcessConfig.WaitDelay.
+	WaitDelay time.Duration
 	// RequestIDs generates request_id values (default NewRequestIDs(), a
 	// per-runner sequence "cpi-000001", "cpi-000002", …).
 	RequestIDs func() string
@@ -122,9 +126,9 @@ var ErrNoCommand = errors.New("cpiv2: RunnerConfig.Command is empty")
 func (r *Runner) roundTrip(ctx context.Context, method string, req []byte) (exchange, error) {
 	res, err := RunProcess(ctx, ProcessConfig{
 		Command: r.cfg.Command, Dir: r.cfg.Dir, Env: r.env,
-		Timeout: r.cfg.Timeout, MaxOutput: r.cfg.MaxOutput,
+		Timeout: r.cfg.Timeout, MaxOutput: r.cfg.MaxOutput, WaitDelay: r.cfg.WaitDelay,
 	}, req)
-	return exchange{stdout: res.Stdout, stderr: res.Stderr, exitCode: res.ExitCode}, err
+	return exchange{stdout: res.Stdout, stderr: res.Stderr, exitCode: res.ExitCode, outcome: res.Outcome}, err
 }
 
 // cappedBuffer keeps the first max bytes written to it. Past max it closes

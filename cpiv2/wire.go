@@ -313,6 +313,9 @@ type InvalidResponseError struct {
 	// ExitCode is the CPI's exit status (-1 when killed by a signal or not
 	// known; 0 for in-process calls).
 	ExitCode int
+	// Outcome says how the CPI process ended (ProcessResult.Outcome); empty
+	// for in-process calls.
+	Outcome string
 	// Cause is an underlying error (a JSON syntax error, …), or nil.
 	Cause error
 }
@@ -328,7 +331,10 @@ func (e *InvalidResponseError) Error() string {
 	if e.Detail != "" {
 		fmt.Fprintf(&b, ": %s", e.Detail)
 	}
-	if e.Kind == ErrNonZeroExit {
+	switch {
+	case e.Outcome != "" && e.Outcome != "exit status 0" && e.Kind != ErrCPITimeout && e.Kind != ErrOutputTooLarge:
+		fmt.Fprintf(&b, " (CPI process %s)", e.Outcome)
+	case e.Kind == ErrNonZeroExit:
 		fmt.Fprintf(&b, " (exit status %d)", e.ExitCode)
 	}
 	fmt.Fprintf(&b, "; stdout %s", e.Excerpt)

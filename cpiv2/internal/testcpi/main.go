@@ -7,6 +7,11 @@
 //	hang               read nothing, never answer
 //	grandchild FILE    start "testcpi hang" as a child, write its pid to FILE, hang
 //	flood              write to stdout without end
+//	daemon FILE        start "testcpi hang" in a new session holding stdout and
+//	                   stderr, write its pid to FILE, then serve
+//	leave-child FILE   start "testcpi hang" in the same process group (stdout
+//	                   not inherited), write its pid to FILE, then serve
+//	signal NAME        kill itself with SIGKILL, SIGTERM or SIGSEGV
 //	stdin              read stdin to EOF, then answer info (hangs if stdin stays open)
 //
 // serve's CPI answers info with api_version 3; create_disk with
@@ -30,7 +35,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testcpi serve|exit N|raw TEXT|hang|grandchild FILE|flood|stdin")
+		fmt.Fprintln(os.Stderr, "usage: testcpi serve|exit N|raw TEXT|hang|grandchild FILE|flood|stdin|daemon FILE|leave-child FILE|signal NAME")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -57,6 +62,26 @@ func main() {
 		if err := os.WriteFile(os.Args[2], []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
 			panic(err)
 		}
+		hang()
+	case "daemon", "leave-child":
+		self, err := os.Executable()
+		if err != nil {
+			panic(err)
+		}
+		child := exec.Command(self, "hang")
+		if os.Args[1] == "daemon" {
+			child.Stdout, child.Stderr = os.Stdout, os.Stderr
+			newSession(child)
+		}
+		if err := child.Start(); err != nil {
+			panic(err)
+		}
+		if err := os.WriteFile(os.Args[2], []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
+			panic(err)
+		}
+		cpiv2.Main(impl{}, cpiv2.DispatcherConfig{})
+	case "signal":
+		killSelf(os.Args[2])
 		hang()
 	case "flood":
 		chunk := make([]byte, 64<<10)
