@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -119,7 +120,7 @@ func New(cfg Config) (*Cloud, error) {
 	c := &Cloud{
 		dataDir: dir, r: cfg.Runtime, hooks: cfg.Hooks, st: st, faults: newFaults(cfg.Runtime),
 		regUser: cfg.RegistryUser, regPass: cfg.RegistryPassword,
-		cidRand:   cfg.Runtime.Rand("fakeiaas.cids"),
+		cidRand:   cidStream(cfg.Runtime, st),
 		mu:        cfg.Runtime.NewMutex(),
 		stemcells: map[string]*Stemcell{}, vms: map[string]*VM{}, disks: map[string]*Disk{},
 		snapshots: map[string]*Snapshot{}, registry: map[string]json.RawMessage{},
@@ -225,12 +226,100 @@ func (c *Cloud) SetBaseURL(u string) {
 	c.mu.Unlock()
 }
 
-func (c *Cloud) newCID(prefix string) string {
-	u, err := uuid.NewRandomFromReader(randReader{c.cidRand})
-	if err != nil {
-		panic("fakeiaas: uuid from runtime stream: " + err.Error()) // randReader never fails
+// cidStream is where CIDs come from. With the memory store it is the
+// runtime's "fakeiaas.cids" stream, so the same seed gives the same CIDs
+// (the simulator replays runs). A durable store starts from earlier runs'
+// objects: its stream also mixes in the store's start seed, new on every
+// open, so a restart never draws the CIDs of an earlier run again.
+func cidStream(r rt.Runtime, st store) *rand.Rand {
+	s := r.Rand("fakeiaas.cids")
+	seed := st.startSeed()
+	if seed == 0 {
+		return s
 	}
-	return prefix + "-" + u.String()
+	return rand.New(rand.NewPCG(s.Uint64(), seed)) // used under Cloud.mu only
+}
+
+// maxCIDDraws bounds the draws newCIDLocked makes to find an unused CID.
+const maxCIDDraws = 8
+
+// newCIDLocked draws a CID of kind that names no object the cloud holds and
+// no file or directory in the data dir. A collision (an ID stream that
+// repeats an earlier run's, say) is drawn again, never reused: a create
+// must not replace an existing object.
+func (c *Cloud) newCIDLocked(kind, prefix string) (string, *Error) {
+	for range maxCIDDraws {
+		u, err := uuid.NewRandomFromReader(randReader{c.cidRand})
+		if err != nil {
+			panic("fakeiaas: uuid from runtime stream: " + err.Error()) // randReader never fails
+		}
+		cid := prefix + "-" + u.String()
+		if !c.cidTakenLocked(kind, cid) {
+			return cid, nil
+		}
+	}
+	return "", newErr(CodeExists, cpiv2.TypeCloudError, "fakeiaas: %d %s CIDs drawn in a row are all taken; refusing to replace an existing object", maxCIDDraws, kind)
+}
+
+func (c *Cloud) cidTakenLocked(kind, cid string) bool {
+	var inUse bool
+	var path string
+	switch kind {
+	case kindStemcell:
+		_, inUse = c.stemcells[cid]
+	case kindVM:
+		_, inUse = c.vms[cid]
+		path = c.vmDir(cid)
+	case kindDisk:
+		_, inUse = c.disks[cid]
+		path = c.diskFile(cid)
+	case kindSnapshot:
+		_, inUse = c.snapshots[cid]
+	}
+	if inUse {
+		return true
+	}
+	if path != "" {
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			return true // there, or cannot tell: do not touch it
+		}
+	}
+	return false
+}
+
+// claimVMDirLocked creates VM cid's directory, failing with ErrExists if
+// anything is already there: the root of another VM is never reused.
+func (c *Cloud) claimVMDirLocked(cid string) *Error {
+	if err := os.MkdirAll(filepath.Join(c.dataDir, "vms"), 0o755); err != nil {
+		return internalErr("create_vm", err)
+	}
+	if err := os.Mkdir(c.vmDir(cid), 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return newErr(CodeExists, cpiv2.TypeCloudError, "create_vm: refusing to reuse %s: it already exists", c.vmDir(cid))
+		}
+		return internalErr("create_vm", err)
+	}
+	return nil
+}
+
+// claimDiskFileLocked creates disk cid's backing file empty, failing with
+// ErrExists if it is already there: another disk's data is never
+// truncated.
+func (c *Cloud) claimDiskFileLocked(cid string) *Error {
+	if err := os.MkdirAll(filepath.Join(c.dataDir, "disks"), 0o755); err != nil {
+		return internalErr("create_disk", err)
+	}
+	f, err := os.OpenFile(c.diskFile(cid), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return newErr(CodeExists, cpiv2.TypeCloudError, "create_disk: refusing to reuse %s: it already exists", c.diskFile(cid))
+		}
+		return internalErr("create_disk", err)
+	}
+	if err := f.Close(); err != nil {
+		return internalErr("create_disk", err)
+	}
+	return nil
 }
 
 type randReader struct{ r *rand.Rand }
@@ -297,6 +386,9 @@ func (c *Cloud) mutate(ctx context.Context, op Op, target string, apply func(cl 
 	t := c.st.enqueue(b)
 	c.mu.Unlock()
 	if werr := t.wait(); werr != nil {
+		if errors.Is(werr, ErrExists) {
+			return newErr(CodeExists, cpiv2.TypeCloudError, "%s: %v", op, werr)
+		}
 		return internalErr(string(op), werr)
 	}
 	if err != nil {
@@ -418,14 +510,17 @@ func (c *Cloud) CreateStemcell(ctx context.Context, spec StemcellSpec) (Stemcell
 		if json.Unmarshal(img.Version, &vs) == nil {
 			version = vs
 		}
-		cid := c.newCID("sc")
+		cid, e := c.newCIDLocked(kindStemcell, "sc")
+		if e != nil {
+			return e
+		}
 		s := &Stemcell{
 			CID: cpiv2.MustCID[cpiv2.StemcellKind](cid), Name: img.Name, Version: version, ImagePath: spec.ImagePath,
 			APIVersion: img.APIVersion, Agent: img.Agent, DeviceResolver: agent.Resolver,
 			CloudProperties: cp, Tags: spec.Tags, Created: c.r.Now(),
 		}
 		c.stemcells[cid] = s
-		b.put(kindStemcell, cid, s)
+		b.create(kindStemcell, cid, s)
 		cl.h.Target = cid
 		cl.h.Detail = "api_version=" + strconv.Itoa(img.APIVersion)
 		out = *s
@@ -548,9 +643,15 @@ func (c *Cloud) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		if e != nil {
 			return e
 		}
-		cid := c.newCID("vm")
+		cid, e := c.newCIDLocked(kindVM, "vm")
+		if e != nil {
+			return e
+		}
 		ud, e := substituteCID(spec.UserData, cid)
 		if e != nil {
+			return e
+		}
+		if e := c.claimVMDirLocked(cid); e != nil {
 			return e
 		}
 		if err := c.makeRoot(cid); err != nil {
@@ -565,7 +666,7 @@ func (c *Cloud) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		}
 		c.vms[cid] = vm
 		c.devs[cid] = map[string]string{}
-		b.put(kindVM, cid, vm)
+		b.create(kindVM, cid, vm)
 		cl.h.Target = cid
 		cl.h.Detail = "agent_id=" + spec.AgentID
 		out = c.viewVMLocked(vm)
@@ -779,7 +880,13 @@ func (c *Cloud) CreateDisk(ctx context.Context, spec DiskSpec) (Disk, error) {
 		if e != nil {
 			return e
 		}
-		cid := c.newCID("disk")
+		cid, e := c.newCIDLocked(kindDisk, "disk")
+		if e != nil {
+			return e
+		}
+		if e := c.claimDiskFileLocked(cid); e != nil {
+			return e
+		}
 		if err := c.createDiskFile(cid, spec.SizeMiB); err != nil {
 			_ = c.removeDiskFile(cid)
 			if errors.Is(err, errNoSpace) {
@@ -789,7 +896,7 @@ func (c *Cloud) CreateDisk(ctx context.Context, spec DiskSpec) (Disk, error) {
 		}
 		d := &Disk{CID: cpiv2.MustCID[cpiv2.DiskKind](cid), SizeMiB: spec.SizeMiB, CloudProperties: cp, Locality: spec.Locality, Created: c.r.Now()}
 		c.disks[cid] = d
-		b.put(kindDisk, cid, d)
+		b.create(kindDisk, cid, d)
 		cl.h.Target = cid
 		cl.h.Detail = fmt.Sprintf("size=%dMiB", spec.SizeMiB)
 		out = *d
@@ -1017,10 +1124,13 @@ func (c *Cloud) SnapshotDisk(ctx context.Context, cid cpiv2.DiskCID, meta cpiv2.
 		if !ok {
 			return diskNotFound(cid.String())
 		}
-		sid := c.newCID("snap")
+		sid, e := c.newCIDLocked(kindSnapshot, "snap")
+		if e != nil {
+			return e
+		}
 		s := &Snapshot{CID: cpiv2.MustCID[cpiv2.SnapshotKind](sid), DiskCID: cid, SizeMiB: d.SizeMiB, Metadata: copyMeta(meta), Created: c.r.Now()}
 		c.snapshots[sid] = s
-		b.put(kindSnapshot, sid, s)
+		b.create(kindSnapshot, sid, s)
 		cl.h.Detail = "snapshot=" + sid
 		out = *s
 		return nil

@@ -16,6 +16,8 @@ type Code string
 const (
 	CodeNotFound     Code = "not_found"     // the CID names no such object
 	CodeConflict     Code = "conflict"      // state forbids it (attached, in use, …)
+	CodeExists       Code = "exists"        // a create would have replaced an existing object
+	CodeTooLarge     Code = "too_large"     // a size, count or length beyond a documented limit
 	CodeInvalid      Code = "invalid"       // malformed argument
 	CodeRateLimited  Code = "rate_limited"  // a rate-limit fault rule fired (HTTP 429)
 	CodeInjected     Code = "injected"      // an error fault rule fired
@@ -62,6 +64,8 @@ func (e *Error) Is(target error) bool {
 var (
 	ErrNotFound     = &Error{Code: CodeNotFound}
 	ErrConflict     = &Error{Code: CodeConflict}
+	ErrExists       = &Error{Code: CodeExists}
+	ErrTooLarge     = &Error{Code: CodeTooLarge}
 	ErrInvalid      = &Error{Code: CodeInvalid}
 	ErrRateLimited  = &Error{Code: CodeRateLimited}
 	ErrInjected     = &Error{Code: CodeInjected}

@@ -11,3 +11,14 @@ func CommitStats(c *Cloud) (commits, batches int64) {
 	defer s.mu.Unlock()
 	return s.commits, s.batches
 }
+
+// CreateRecordTwice sends the store a create of disk id, bypassing the
+// engine's own check, and returns the store's answer.
+func CreateRecordTwice(c *Cloud, id string) error {
+	var b batch
+	b.create(kindDisk, id, &Disk{SizeMiB: 999})
+	c.mu.Lock()
+	t := c.st.enqueue(b)
+	c.mu.Unlock()
+	return t.wait()
+}

@@ -328,8 +328,10 @@ func statusOf(code Code) int {
 	switch code {
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeConflict:
+	case CodeConflict, CodeExists:
 		return http.StatusConflict
+	case CodeTooLarge:
+		return http.StatusUnprocessableEntity
 	case CodeInvalid:
 		return http.StatusBadRequest
 	case CodeRateLimited:

@@ -2,6 +2,7 @@ package fakeiaas
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"sync"
 )
@@ -15,11 +16,26 @@ const (
 	kindRegistry = "registry"
 )
 
-// record is one object to write; Data nil deletes it.
+// record is one object to write; Data nil deletes it. A Create record
+// must not replace an object already stored under Kind and ID: the store
+// refuses the whole batch with a *RecordExistsError instead.
 type record struct {
 	Kind, ID string
 	Data     []byte
+	Create   bool
 }
+
+// RecordExistsError is a create that would have replaced an object already
+// stored: the store refuses it, whatever the engine above it believed.
+// errors.Is(err, ErrExists) holds.
+type RecordExistsError struct{ Kind, ID string }
+
+func (e *RecordExistsError) Error() string {
+	return fmt.Sprintf("fakeiaas store: refusing to create %s %q: a record with that ID already exists", e.Kind, e.ID)
+}
+
+// Is matches ErrExists.
+func (e *RecordExistsError) Is(target error) bool { return target == ErrExists }
 
 // batch is what one operation changes: objects and history entries. A
 // store applies a batch atomically.
@@ -34,6 +50,12 @@ func (b *batch) put(kind, id string, v any) {
 		panic("fakeiaas: encoding " + kind + ": " + err.Error()) // our own types always encode
 	}
 	b.records = append(b.records, record{Kind: kind, ID: id, Data: data})
+}
+
+// create is put for a new object: the store refuses it if kind/id exists.
+func (b *batch) create(kind, id string, v any) {
+	b.put(kind, id, v)
+	b.records[len(b.records)-1].Create = true
 }
 
 func (b *batch) del(kind, id string) { b.records = append(b.records, record{Kind: kind, ID: id}) }
@@ -54,6 +76,10 @@ type store interface {
 	load() (objs map[string]map[string][]byte, lastSeq int64, err error)
 	enqueue(b batch) ticket
 	history(f HistoryFilter, limit int) ([]HistoryEntry, error)
+	// startSeed is 0 for a store that starts empty every time (memory);
+	// for a durable store it differs on every open, so that the CIDs of
+	// one run never repeat those of an earlier run on the same data.
+	startSeed() uint64
 	close() error
 }
 
@@ -88,6 +114,11 @@ func (m *memStore) enqueue(b batch) ticket {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range b.records {
+		if _, ok := m.objs[r.Kind][r.ID]; ok && r.Create {
+			return doneTicket{err: &RecordExistsError{Kind: r.Kind, ID: r.ID}}
+		}
+	}
+	for _, r := range b.records {
 		if m.objs[r.Kind] == nil {
 			m.objs[r.Kind] = map[string][]byte{}
 		}
@@ -116,5 +147,7 @@ func (m *memStore) history(f HistoryFilter, limit int) ([]HistoryEntry, error) {
 	}
 	return out, nil
 }
+
+func (m *memStore) startSeed() uint64 { return 0 }
 
 func (m *memStore) close() error { return nil }

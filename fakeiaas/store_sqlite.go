@@ -1,12 +1,17 @@
 package fakeiaas
 
 import (
+	crand "crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
+
+	"github.com/cpilab/cpilab/rt"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
 )
@@ -22,6 +27,8 @@ import (
 // it uses sync directly rather than the injected runtime.
 type sqliteStore struct {
 	db                *sql.DB
+	seed              uint64    // startSeed: drawn at open
+	existsS           *sql.Stmt // prepared once; used only by the committing leader
 	putS, delS, histS *sql.Stmt // prepared once; used only by the committing leader
 
 	mu         sync.Mutex
@@ -50,13 +57,24 @@ func openSQLite(dataDir string) (*sqliteStore, error) {
 	for _, q := range []string{
 		`CREATE TABLE IF NOT EXISTS objects (kind TEXT NOT NULL, id TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (kind, id))`,
 		`CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY, data BLOB NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)`,
+		`INSERT INTO meta (key, value) VALUES ('starts', 1) ON CONFLICT (key) DO UPDATE SET value = value + 1`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("fakeiaas: initialise %s: %w", path, err)
 		}
 	}
-	st := &sqliteStore{db: db}
+	var starts int64
+	if err := db.QueryRow(`SELECT value FROM meta WHERE key = 'starts'`).Scan(&starts); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("fakeiaas: read the start count in %s: %w", path, err)
+	}
+	// A new seed on every open: the start count (never repeats on this data)
+	// mixed with fresh entropy (never repeats across data dirs either).
+	var nonce [8]byte
+	_, _ = crand.Read(nonce[:])
+	st := &sqliteStore{db: db, seed: rt.StreamSeed(binary.LittleEndian.Uint64(nonce[:]), "start-"+strconv.FormatInt(starts, 10))}
 	for _, p := range []struct {
 		dst **sql.Stmt
 		q   string
@@ -64,6 +82,7 @@ func openSQLite(dataDir string) (*sqliteStore, error) {
 		{&st.putS, `INSERT OR REPLACE INTO objects (kind, id, data) VALUES (?, ?, ?)`},
 		{&st.delS, `DELETE FROM objects WHERE kind = ? AND id = ?`},
 		{&st.histS, `INSERT INTO history (seq, data) VALUES (?, ?)`},
+		{&st.existsS, `SELECT COUNT(*) FROM objects WHERE kind = ? AND id = ?`},
 	} {
 		if *p.dst, err = db.Prepare(p.q); err != nil {
 			db.Close()
@@ -125,10 +144,15 @@ func (t *sqlTicket) wait() error {
 		s.pending = nil
 		err := s.broken
 		s.mu.Unlock()
+		var refused []error
 		if err == nil {
-			err = s.commit(group)
+			refused, err = s.commit(group)
 		}
-		for _, g := range group {
+		for i, g := range group {
+			if err == nil && refused[i] != nil {
+				g.done <- refused[i]
+				continue
+			}
 			g.done <- err
 		}
 		s.mu.Lock()
@@ -143,18 +167,36 @@ func (t *sqlTicket) wait() error {
 	return <-t.done
 }
 
-func (s *sqliteStore) commit(group []*sqlTicket) (err error) {
+// commit writes group in one transaction. A ticket whose batch would
+// create an object that exists is skipped whole and gets a
+// *RecordExistsError in refused (indexed like group); err fails them all.
+func (s *sqliteStore) commit(group []*sqlTicket) (refused []error, err error) {
 	tx, err := s.db.Begin()
 	if err != nil {
-		return fmt.Errorf("fakeiaas: begin: %w", err)
+		return nil, fmt.Errorf("fakeiaas: begin: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	put, del, hist := tx.Stmt(s.putS), tx.Stmt(s.delS), tx.Stmt(s.histS)
-	for _, t := range group {
+	put, del, hist, exists := tx.Stmt(s.putS), tx.Stmt(s.delS), tx.Stmt(s.histS), tx.Stmt(s.existsS)
+	refused = make([]error, len(group))
+tickets:
+	for i, t := range group {
+		for _, r := range t.b.records {
+			if !r.Create {
+				continue
+			}
+			var n int
+			if err = exists.QueryRow(r.Kind, r.ID).Scan(&n); err != nil {
+				return nil, fmt.Errorf("fakeiaas: check %s %q: %w", r.Kind, r.ID, err)
+			}
+			if n > 0 {
+				refused[i] = &RecordExistsError{Kind: r.Kind, ID: r.ID}
+				continue tickets
+			}
+		}
 		for _, r := range t.b.records {
 			if r.Data == nil {
 				_, err = del.Exec(r.Kind, r.ID)
@@ -162,21 +204,23 @@ func (s *sqliteStore) commit(group []*sqlTicket) (err error) {
 				_, err = put.Exec(r.Kind, r.ID, r.Data)
 			}
 			if err != nil {
-				return fmt.Errorf("fakeiaas: write %s %q: %w", r.Kind, r.ID, err)
+				return nil, fmt.Errorf("fakeiaas: write %s %q: %w", r.Kind, r.ID, err)
 			}
 		}
 		for _, h := range t.b.history {
 			data, _ := json.Marshal(h)
 			if _, err = hist.Exec(h.Seq, data); err != nil {
-				return fmt.Errorf("fakeiaas: write history %d: %w", h.Seq, err)
+				return nil, fmt.Errorf("fakeiaas: write history %d: %w", h.Seq, err)
 			}
 		}
 	}
 	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("fakeiaas: commit: %w", err)
+		return nil, fmt.Errorf("fakeiaas: commit: %w", err)
 	}
-	return nil
+	return refused, nil
 }
+
+func (s *sqliteStore) startSeed() uint64 { return s.seed | 1 } // never 0: 0 means "not durable"
 
 func (s *sqliteStore) history(f HistoryFilter, limit int) ([]HistoryEntry, error) {
 	rows, err := s.db.Query(`SELECT data FROM history WHERE seq > ? ORDER BY seq`, f.Since)
@@ -211,8 +255,12 @@ func (s *sqliteStore) close() error {
 	s.pending = nil
 	s.mu.Unlock()
 	if len(pending) > 0 {
-		err := s.commit(pending)
-		for _, g := range pending {
+		refused, err := s.commit(pending)
+		for i, g := range pending {
+			if err == nil && refused[i] != nil {
+				g.done <- refused[i]
+				continue
+			}
 			g.done <- err
 		}
 	}
