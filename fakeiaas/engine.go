@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/rt"
 )
 
@@ -25,7 +26,9 @@ import (
 type Config struct {
 	// DataDir holds VM roots (vms/<vm cid>/root), disk backing files
 	// (disks/<disk cid>.img) and, for the sqlite store, fakeiaas.db. Required;
-	// created when missing.
+	// created when missing. With the sqlite store the Cloud holds the dir's
+	// lock (package datadir) until Close: a second Cloud on it, in this
+	// process or another, fails with datadir.ErrLocked.
 	DataDir string
 	// Store is "sqlite" (the default: durable in DataDir) or "memory" (the
 	// simulator and fast tests: nothing survives the process).
@@ -75,6 +78,7 @@ type Cloud struct {
 	regUser string
 	regPass string
 	cidRand *rand.Rand
+	lock    *datadir.Lock // the data dir's lock (durable store only; nil otherwise)
 
 	mu        rt.Mutex
 	stemcells map[string]*Stemcell         // guarded by mu
@@ -105,10 +109,17 @@ func New(cfg Config) (*Cloud, error) {
 		return nil, fmt.Errorf("fakeiaas: data dir: %w", err)
 	}
 	var st store
+	var lock *datadir.Lock
 	switch cfg.Store {
 	case "", "sqlite":
+		// A durable data dir has one owner: a second process (or a second
+		// Cloud in this one) would overwrite its files.
+		if lock, err = datadir.Acquire(dir, "fakeiaas"); err != nil {
+			return nil, fmt.Errorf("fakeiaas: %w", err)
+		}
 		s, err := openSQLite(dir)
 		if err != nil {
+			lock.Release()
 			return nil, err
 		}
 		st = s
@@ -126,8 +137,10 @@ func New(cfg Config) (*Cloud, error) {
 		snapshots: map[string]*Snapshot{}, registry: map[string]json.RawMessage{},
 		devs: map[string]map[string]string{},
 	}
+	c.lock = lock
 	if err := c.loadState(); err != nil {
 		st.close()
+		lock.Release()
 		return nil, err
 	}
 	c.mu.Lock()
@@ -135,6 +148,7 @@ func New(cfg Config) (*Cloud, error) {
 	c.mu.Unlock()
 	if err != nil {
 		st.close()
+		lock.Release()
 		return nil, fmt.Errorf("fakeiaas: reconcile %s: %w", dir, err)
 	}
 	return c, nil
@@ -206,7 +220,11 @@ func (c *Cloud) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.faults.clear()
-	return c.st.close()
+	err := c.st.close()
+	if lerr := c.lock.Release(); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 // DataDir returns the absolute data directory.

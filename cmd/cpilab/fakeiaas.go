@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/testbed"
 )
@@ -49,9 +50,13 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		*dataDir = d
 	}
-	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+	// One fake cloud per data dir: a second one would overwrite the first
+	// one's keys, cpi.json and state. kill -9 releases the lock too.
+	lock, err := datadir.Acquire(*dataDir, "cpilab fakeiaas")
+	if err != nil {
 		return err
 	}
+	defer lock.Release()
 	store := "sqlite"
 	if *memory {
 		store = "memory"

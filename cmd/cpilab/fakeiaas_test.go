@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/fakeiaas"
 )
 
@@ -40,5 +43,20 @@ func TestFaultsCommandRoundTrip(t *testing.T) {
 	}
 	if code, _, errs := cli("list"); code != 1 || !strings.Contains(errs, "--url is required") {
 		t.Fatalf("no --url: exit %d, %q", code, errs)
+	}
+}
+
+func TestFakeIaaSRefusesALockedDataDir(t *testing.T) {
+	dir := t.TempDir()
+	l, err := datadir.Acquire(dir, "cpilab fakeiaas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"fakeiaas", "--data-dir", dir, "--no-agents"}, &out, &errb)
+	want := "data dir " + dir + " is in use by pid " + strconv.Itoa(os.Getpid()) + " (cpilab fakeiaas)"
+	if code != 1 || !strings.Contains(errb.String(), want) {
+		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
 	}
 }

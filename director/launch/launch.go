@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
 	"github.com/cpilab/cpilab/director/store"
@@ -102,6 +103,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			err = errors.Join(err, closers[i]())
 		}
 	}()
+	// One director per data dir: a second one would overwrite its CA and
+	// database. kill -9 releases the lock too.
+	lock, err := datadir.Acquire(cfg.DataDir, "cpilab director")
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	closers = append(closers, lock.Release)
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
 		srv, err := mbus.StartEmbedded(mbus.EmbeddedConfig{})
