@@ -498,6 +498,21 @@ type stemcellImage struct {
 func (c *Cloud) CreateStemcell(ctx context.Context, spec StemcellSpec) (Stemcell, error) {
 	var out Stemcell
 	err := c.mutate(ctx, OpCreateStemcell, "", func(cl *call, b *batch) *Error {
+		if e := checkCount("create_stemcell", "stemcells", len(c.stemcells), MaxStemcells, "MaxStemcells"); e != nil {
+			return e
+		}
+		if e := checkName("create_stemcell: image path", spec.ImagePath); e != nil {
+			return e
+		}
+		if e := checkDoc("create_stemcell: image", spec.Image); e != nil {
+			return e
+		}
+		if e := checkDoc("create_stemcell: cloud_properties", spec.CloudProperties); e != nil {
+			return e
+		}
+		if e := checkMetadata("create_stemcell: tags", spec.Tags); e != nil {
+			return e
+		}
 		var img stemcellImage
 		if err := json.Unmarshal(spec.Image, &img); err != nil {
 			return invalid("stemcell image %q is not a fakeiaas image (JSON with name, version, api_version, agent): %v", spec.ImagePath, err)
@@ -640,6 +655,23 @@ func (c *Cloud) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	err := c.mutate(ctx, OpCreateVM, "", func(cl *call, b *batch) *Error {
 		if spec.AgentID == "" {
 			return invalid("create_vm: agent_id is empty")
+		}
+		if e := checkCount("create_vm", "VMs", len(c.vms), MaxVMs, "MaxVMs"); e != nil {
+			return e
+		}
+		if e := checkName("create_vm: agent_id", spec.AgentID); e != nil {
+			return e
+		}
+		for _, d := range []struct {
+			what string
+			raw  json.RawMessage
+		}{{"cloud_properties", spec.CloudProperties}, {"networks", spec.Networks}, {"env", spec.Env}, {"user-data", spec.UserData}} {
+			if e := checkDoc("create_vm: "+d.what, d.raw); e != nil {
+				return e
+			}
+		}
+		if len(spec.DiskLocality) > MaxMetadataEntries {
+			return tooLarge("create_vm: %d disk CIDs for locality; the limit is %d", len(spec.DiskLocality), MaxMetadataEntries)
 		}
 		sc, ok := c.stemcells[spec.StemcellCID.String()]
 		if !ok {
@@ -879,6 +911,9 @@ func (c *Cloud) SetVMMetadata(ctx context.Context, cid cpiv2.VMCID, meta cpiv2.M
 		if !ok {
 			return vmNotFound(cid.String())
 		}
+		if e := checkMetadata("set_vm_metadata", meta); e != nil {
+			return e
+		}
 		vm.Metadata = copyMeta(meta)
 		b.put(kindVM, cid.String(), vm)
 		return nil
@@ -891,8 +926,14 @@ func (c *Cloud) SetVMMetadata(ctx context.Context, cid cpiv2.VMCID, meta cpiv2.M
 func (c *Cloud) CreateDisk(ctx context.Context, spec DiskSpec) (Disk, error) {
 	var out Disk
 	err := c.mutate(ctx, OpCreateDisk, "", func(cl *call, b *batch) *Error {
-		if spec.SizeMiB <= 0 {
-			return invalid("create_disk: size %d MiB must be positive", spec.SizeMiB)
+		if e := checkSize("create_disk", spec.SizeMiB); e != nil {
+			return e
+		}
+		if e := checkCount("create_disk", "disks", len(c.disks), MaxDisks, "MaxDisks"); e != nil {
+			return e
+		}
+		if e := checkDoc("create_disk: cloud_properties", spec.CloudProperties); e != nil {
+			return e
 		}
 		cp, e := checkHash("disk cloud_properties", spec.CloudProperties)
 		if e != nil {
@@ -1069,6 +1110,9 @@ func (c *Cloud) SetDiskMetadata(ctx context.Context, cid cpiv2.DiskCID, meta cpi
 		if !ok {
 			return diskNotFound(cid.String())
 		}
+		if e := checkMetadata("set_disk_metadata", meta); e != nil {
+			return e
+		}
 		d.Metadata = copyMeta(meta)
 		b.put(kindDisk, cid.String(), d)
 		return nil
@@ -1081,6 +1125,9 @@ func (c *Cloud) growLocked(op string, d *Disk, newSize int) *Error {
 	}
 	if newSize < d.SizeMiB {
 		return newErr(CodeConflict, cpiv2.TypeNotSupported, "%s: disk %q cannot shrink from %d to %d MiB", op, d.CID, d.SizeMiB, newSize)
+	}
+	if e := checkSize(op, newSize); e != nil {
+		return e
 	}
 	if newSize > d.SizeMiB {
 		if err := c.growDiskFile(d.CID.String(), newSize); err != nil {
@@ -1117,6 +1164,9 @@ func (c *Cloud) UpdateDisk(ctx context.Context, u DiskUpdate) error {
 		if !ok {
 			return diskNotFound(u.DiskCID.String())
 		}
+		if e := checkDoc("update_disk: cloud_properties", u.CloudProperties); e != nil {
+			return e
+		}
 		cp, e := checkHash("disk cloud_properties", u.CloudProperties)
 		if e != nil {
 			return e
@@ -1141,6 +1191,12 @@ func (c *Cloud) SnapshotDisk(ctx context.Context, cid cpiv2.DiskCID, meta cpiv2.
 		d, ok := c.disks[cid.String()]
 		if !ok {
 			return diskNotFound(cid.String())
+		}
+		if e := checkCount("snapshot_disk", "snapshots", len(c.snapshots), MaxSnapshots, "MaxSnapshots"); e != nil {
+			return e
+		}
+		if e := checkMetadata("snapshot_disk", meta); e != nil {
+			return e
 		}
 		sid, e := c.newCIDLocked(kindSnapshot, "snap")
 		if e != nil {
@@ -1189,6 +1245,15 @@ func (c *Cloud) PutSettings(ctx context.Context, vmCID string, settings json.Raw
 	return c.mutate(ctx, OpRegistryPut, vmCID, func(cl *call, b *batch) *Error {
 		if vmCID == "" {
 			return invalid("registry: empty instance id")
+		}
+		if e := checkName("registry: instance id", vmCID); e != nil {
+			return e
+		}
+		if e := checkDoc("registry settings", settings); e != nil {
+			return e
+		}
+		if _, ok := c.registry[vmCID]; !ok && len(c.registry) >= MaxVMs {
+			return tooLarge("registry: it holds settings for %d instances, its limit (MaxVMs)", len(c.registry))
 		}
 		s, e := checkHash("registry settings", settings)
 		if e != nil {

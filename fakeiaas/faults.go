@@ -192,6 +192,12 @@ func (f *faults) add(rule Rule) (Rule, error) {
 	if err := rule.Validate(); err != nil {
 		return Rule{}, err
 	}
+	if err := checkFaultRule(rule); err != nil {
+		return Rule{}, err
+	}
+	if len(f.rules) >= MaxFaultRules {
+		return Rule{}, tooLarge("fault rule %s: %d rules are active, the limit (MaxFaultRules)", rule.ID, len(f.rules))
+	}
 	f.rules = append(f.rules, &activeRule{Rule: rule, released: rt.NewEvent(f.r)})
 	return rule, nil
 }

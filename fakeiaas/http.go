@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cpilab/cpilab/cpiv2"
 )
@@ -155,9 +156,9 @@ func (c *Cloud) Handler() http.Handler {
 			writeErr(w, invalid("unknown operation %q", r.PathValue("op")))
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		body, err := readBody(w, r)
 		if err != nil {
-			writeErr(w, invalid("reading request body: %v", err))
+			writeErr(w, err)
 			return
 		}
 		res, err := fn(ctxFrom(r), body)
@@ -187,7 +188,7 @@ func (c *Cloud) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"settings": string(s), "status": "ok"})
 	}))
 	mux.HandleFunc("PUT /registry/instances/{cid}/settings", reg(func(w http.ResponseWriter, r *http.Request, cid string) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		body, err := readBody(w, r)
 		if err == nil {
 			err = c.PutSettings(ctxFrom(r), cid, body)
 		}
@@ -252,9 +253,9 @@ func (c *Cloud) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"result": l})
 	})
 	mux.HandleFunc("POST /faults", func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		body, err := readBody(w, r)
 		if err != nil {
-			writeErr(w, invalid("reading rules: %v", err))
+			writeErr(w, err)
 			return
 		}
 		var rules []Rule
@@ -299,6 +300,24 @@ func (c *Cloud) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"result": nil})
 	})
 	return mux
+}
+
+// readBody reads a request body of at most MaxRequestBytes that is valid
+// UTF-8. Too long is ErrTooLarge (HTTP 413, naming the limit); invalid
+// UTF-8 is ErrInvalid, rather than text silently turned into U+FFFD.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, tooLarge("request body exceeds fakeiaas's limit of %d bytes (MaxRequestBytes)", MaxRequestBytes)
+	}
+	if err != nil {
+		return nil, invalid("reading request body: %v", err)
+	}
+	if !utf8.Valid(body) {
+		return nil, invalid("request body is not valid UTF-8")
+	}
+	return body, nil
 }
 
 func ctxFrom(r *http.Request) context.Context {

@@ -65,6 +65,9 @@ func (c *Cloud) History(ctx context.Context, f HistoryFilter, limit int) ([]Hist
 func (c *Cloud) AddFault(ctx context.Context, r Rule) (Rule, error) {
 	out, err := c.faults.add(r)
 	if err != nil {
+		if e, ok := err.(*Error); ok {
+			return Rule{}, e // a limit: keeps its code
+		}
 		return Rule{}, invalid("%v", err)
 	}
 	return out, nil
