@@ -42,6 +42,13 @@ type ProcessConfig struct {
 	// killed then, with its process group and session, and the answer
 	// already read is used: it is not a time-out.
 	WaitDelay time.Duration
+	// WaitForPipes restores the upstream Director's behaviour: once the CPI
+	// has exited, its children are left running and stdout and stderr are
+	// read until they close, however long that takes within Timeout (on
+	// expiry: ErrCPITimeout, and everything is killed as below). Default
+	// false: the group is killed at exit and the wait is WaitDelay
+	// (docs/upstream.md).
+	WaitForPipes bool
 }
 
 // ProcessResult is what one CPI process did.
@@ -242,16 +249,25 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		case <-grace.C:
 		}
 		grace.Stop()
-	} else {
+	} else if !cfg.WaitForPipes {
 		// The CPI has exited: nothing it started may outlive the call.
 		killProcessGroup(cmd)
 	}
 	// Bound the wait for the pipes: whoever still holds them once the CPI
 	// is gone is a leftover, killed with its group and session.
-	grace := time.NewTimer(cfg.WaitDelay)
+	bound := cfg.WaitDelay
+	if cfg.WaitForPipes && failure == nil {
+		bound = max(cfg.Timeout-time.Since(start), 0)
+	}
+	grace := time.NewTimer(bound)
 	select {
 	case <-pipesClosed:
 	case <-grace.C:
+		if cfg.WaitForPipes && failure == nil {
+			failure = invalid(ErrCPITimeout, nil, "", fmt.Sprintf("the CPI exited but its stdout or stderr stayed open for the rest of %v; everything holding them killed", cfg.Timeout), nil)
+			res.Outcome = fmt.Sprintf("timed out after %v waiting for the CPI's children to close its output; killed", cfg.Timeout)
+			killProcessGroup(cmd)
+		}
 		res.Stragglers = killPipeHolders(pipes)
 		kill := time.NewTimer(killGrace)
 		select {

@@ -203,3 +203,28 @@ func TestRunnerSignalMessage(t *testing.T) {
 		t.Errorf("director profile: err = %v, want ErrEmptyOutput with outcome %q", err, want)
 	}
 }
+
+func TestRunProcessWaitForPipesIsUpstream(t *testing.T) {
+	// Upstream's behaviour, on request: the child the CPI left in its group
+	// keeps running, and a daemon holding stdout turns the call into a
+	// time-out (then everything is killed).
+	dir := t.TempDir()
+	res, err := runTestCPI(t, cpiv2.ProcessConfig{WaitForPipes: true}, "leave-child", filepath.Join(dir, "child.pid"))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("leave-child: %+v, %v", res, err)
+	}
+	child := readPid(t, filepath.Join(dir, "child.pid"))
+	if !alive(child) {
+		t.Errorf("WaitForPipes: the CPI's child %d was killed; upstream leaves it running", child)
+	}
+	_ = syscall.Kill(child, syscall.SIGKILL)
+
+	res, err = runTestCPI(t, cpiv2.ProcessConfig{WaitForPipes: true, Timeout: 500 * time.Millisecond}, "daemon", filepath.Join(dir, "daemon.pid"))
+	if !errors.Is(err, cpiv2.ErrCPITimeout) {
+		t.Fatalf("daemon holding stdout with WaitForPipes: err = %v, want ErrCPITimeout", err)
+	}
+	if res.Stragglers != 1 {
+		t.Errorf("Stragglers = %d, want 1", res.Stragglers)
+	}
+	waitGone(t, readPid(t, filepath.Join(dir, "daemon.pid")), "the daemon after the time-out")
+}

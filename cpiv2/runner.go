@@ -56,6 +56,10 @@ type RunnerConfig struct {
 	// once it has exited (default DefaultWaitDelay); see
 	// ProcessConfig.WaitDelay.
 	WaitDelay time.Duration
+	// WaitForPipes waits for the CPI's stdout and stderr to close and
+	// leaves its children running, as the upstream Director does
+	// (ProcessConfig.WaitForPipes). Default false.
+	WaitForPipes bool
 	// RequestIDs generates request_id values (default NewRequestIDs(), a
 	// per-runner sequence "cpi-000001", "cpi-000002", …).
 	RequestIDs func() string
@@ -127,6 +131,7 @@ func (r *Runner) roundTrip(ctx context.Context, method string, req []byte) (exch
 	res, err := RunProcess(ctx, ProcessConfig{
 		Command: r.cfg.Command, Dir: r.cfg.Dir, Env: r.env,
 		Timeout: r.cfg.Timeout, MaxOutput: r.cfg.MaxOutput, WaitDelay: r.cfg.WaitDelay,
+		WaitForPipes: r.cfg.WaitForPipes,
 	}, req)
 	return exchange{stdout: res.Stdout, stderr: res.Stderr, exitCode: res.ExitCode, outcome: res.Outcome}, err
 }

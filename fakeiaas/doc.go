@@ -31,11 +31,33 @@
 // never committed are removed). The "memory" store keeps everything in
 // the process, for the simulator and fast tests.
 //
+// A durable data dir has one owner: New takes its lock (package datadir,
+// an flock the kernel drops however the process ends), and a second Cloud
+// on it, in this process or another, fails naming the holder's pid.
+//
+// A create never replaces anything: each CID drawn is checked against the
+// objects held and against the files in the data dir (a VM directory is
+// made with mkdir, a backing file with O_EXCL), and the store itself
+// refuses a create record whose kind and ID it already holds
+// (*RecordExistsError, ErrExists).
+//
+// # Limits
+//
+// Every size, count and length a caller hands fakeiaas is bounded by a
+// documented constant (MaxDiskSizeMiB, MaxVMs, MaxDisks, MaxNameBytes,
+// MaxMetadataEntries, MaxDocumentBytes, MaxRequestBytes, MaxFaultRules,
+// MaxFaultDelay, …); beyond one a call fails with ErrTooLarge (a
+// CloudError; HTTP 422) naming the limit, and changes nothing. Request
+// bodies must be valid UTF-8.
+//
 // # Determinism
 //
 // Time, randomness and blocking come from Config.Runtime (rt.Runtime):
 // CIDs are <kind>-<uuid> with the UUID drawn from the "fakeiaas.cids"
-// stream, fault probabilities from "fakeiaas.faults", latency faults sleep
+// stream (with the memory store, the same seed gives the same CIDs; the
+// sqlite store also mixes in a seed drawn on every open, so a restarted
+// cloud never draws an earlier run's CIDs), fault probabilities from
+// "fakeiaas.faults", latency faults sleep
 // on the runtime clock and pause faults wait on runtime events. Only the
 // HTTP server and client, at the edge, use net/http directly.
 //
