@@ -26,7 +26,7 @@ func (SnapshotKind) cidName() string { return "snapshot_cid" }
 // string. The zero CID is "no CID" (JSON null) and is never valid input.
 type CID[K CIDKind] struct{ value string }
 
-// The CID types of CONTRACTS §2.
+// The CID types of the CPI methods.
 type (
 	StemcellCID = CID[StemcellKind]
 	VMCID       = CID[VMKind]

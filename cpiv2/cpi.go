@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// CPI is one method per CPI method of CONTRACTS §2. It is implemented by the
+// CPI is one method per CPI method. It is implemented by the
 // exec runner (a real CPI binary) and by in-process CPIs, so suites, the
 // director and the simulator call both the same way.
 //
@@ -63,7 +63,7 @@ const (
 	MethodDeleteSnapshot             = "delete_snapshot"
 )
 
-// Methods lists every method of CONTRACTS §2 in table order.
+// Methods lists every CPI method in the order of the CPI API docs.
 var Methods = []string{
 	MethodInfo, MethodCreateStemcell, MethodDeleteStemcell, MethodCreateVM, MethodDeleteVM,
 	MethodHasVM, MethodRebootVM, MethodSetVMMetadata, MethodCalculateVMCloudProperties,

@@ -31,6 +31,9 @@
 // ErrMissingKey, ErrCPITimeout, …) errors.Is matches, and a call the caller
 // profile will not make is a *RefusalError (ErrRefused).
 //
-// The contract clauses referred to as "CONTRACTS §N" are those of the
-// project's CONTRACTS.md.
+// RunProcess is the one way cpilab runs a CPI process (Runner and the
+// suites use it): output cap, time-out, process-group kill, a bounded wait
+// for pipes a CPI's leftover children hold, and a one-line Outcome for
+// every way the process ends. CheckJSON is the strictness every reader of
+// CPI output applies: no duplicate keys, valid UTF-8.
 package cpiv2

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// ErrorType is the "type" of a CPI error object (CONTRACTS §3).
+// ErrorType is the "type" of a CPI error object.
 type ErrorType string
 
 // The error catalog. The hierarchy is upstream's: every type but InvalidCall

@@ -8,7 +8,7 @@ import (
 	"sort"
 )
 
-// DiskHint tells the agent how to find an attached disk (CONTRACTS §2). It
+// DiskHint tells the agent how to find an attached disk. It
 // has two wire forms: a string, meaning path = volume_id = that string, and a
 // hash whose values are all JSON strings (iscsi_settings is a hash of strings).
 type DiskHint struct {

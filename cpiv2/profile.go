@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Profile is how one kind of caller speaks CPI (CONTRACTS §4): what it sends
+// Profile is how one kind of caller speaks CPI: what it sends
 // on info and on later calls, how it negotiates the api_version, and whether
 // a CPI's exit status matters. The four upstream callers are the Profile*
 // variables; a Profile is plain data so that reports can print it.
@@ -43,7 +43,7 @@ type Profile struct {
 	ExitStatusMatters bool
 }
 
-// The four caller profiles of CONTRACTS §4.
+// The four upstream caller profiles.
 var (
 	// ProfileDirectorV1 is a Director from before CPI API v2: it never sends
 	// api_version (nor the stemcell's) and speaks version 1 to every CPI.

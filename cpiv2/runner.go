@@ -79,7 +79,7 @@ type RunnerConfig struct {
 	LenientJSON bool
 }
 
-// Runner calls a CPI executable as the Director does (CONTRACTS §1): one
+// Runner calls a CPI executable as the Director does: one
 // process per call, in its own process group, with a scrubbed environment;
 // the request goes on stdin, which is then closed; exactly one JSON object
 // is read from stdout; stderr is kept as the call's debug log. The exit

@@ -9,7 +9,7 @@ import (
 	"strconv"
 )
 
-// Request is one CPI request as it travels on the wire (CONTRACTS §1):
+// Request is one CPI request as it travels on the wire:
 //
 //	{"method": m, "arguments": [...], "context": {...}, "api_version": N}
 //
@@ -207,7 +207,7 @@ func strictOne(data []byte, v any) error {
 	return nil
 }
 
-// Response is one CPI response (CONTRACTS §1):
+// Response is one CPI response:
 //
 //	{"result": any, "error": null | {"type", "message", "ok_to_retry"}, "log": str}
 type Response struct {

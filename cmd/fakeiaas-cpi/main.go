@@ -4,8 +4,9 @@
 //	fakeiaas-cpi -configPath cpi.json < request.json > response.json
 //
 // It reads one CPI request on stdin, answers one response on stdout, logs
-// to stderr, and always exits 0 (CONTRACTS §1). cpi.json is described in
-// docs/seams.md; debug.cpi.api_version caps the api_version it speaks.
+// to stderr, and always exits 0, as a CPI must (the bosh CLI fails a call
+// on a non-zero exit). cpi.json is described in docs/seams.md;
+// debug.cpi.api_version caps the api_version it speaks.
 package main
 
 import (

@@ -15,7 +15,7 @@ type Config struct {
 	// MaxAPIVersion is the highest api_version the CPI speaks: cpi.json's
 	// debug.cpi.api_version (1, 2 or 3; default 3).
 	MaxAPIVersion int
-	// Registry is the BOSH Registry for the v1 settings flow (CONTRACTS §4);
+	// Registry is the BOSH Registry for the v1 settings flow;
 	// nil means none is configured, and a call that needs it fails with a
 	// CloudError saying so.
 	Registry Registry

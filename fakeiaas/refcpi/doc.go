@@ -1,4 +1,4 @@
-// Package refcpi is the reference CPI: every method of CONTRACTS §2 on top
+// Package refcpi is the reference CPI: every CPI method on top
 // of fakeiaas, as a cpiv2.CPI. It runs in process over a *fakeiaas.Cloud
 // (the simulator, fast tests) or in the fakeiaas-cpi executable over a
 // *fakeiaas.Client.
@@ -9,7 +9,7 @@
 // only when both are ≥ 2; otherwise user-data holds the registry endpoint
 // and the settings are PUT to the registry, attach_disk and detach_disk
 // keep the settings' disks.persistent up to date, and delete_vm deletes
-// them (CONTRACTS §4). The disk hint follows the VM's disk_hint cloud
+// them. The disk hint follows the VM's disk_hint cloud
 // property (docs/seams.md). Rate-limited IaaS calls are retried inside the
 // call with exponential back-off on the runtime clock, each retry logged.
 //

@@ -48,7 +48,7 @@ var (
 // StemcellFormats are the formats info reports.
 var StemcellFormats = []string{"fakeiaas-raw"}
 
-// CPI is the reference CPI: every method of CONTRACTS §2 over an IaaS. It
+// CPI is the reference CPI: every CPI method over an IaaS. It
 // implements cpiv2.CPI (so a cpiv2.Dispatcher can serve it) and is safe for
 // concurrent use.
 type CPI struct {
@@ -96,14 +96,15 @@ func (c *CPI) versions(ctx context.Context) (api, stemcell int, err error) {
 	return api, stemcell, nil
 }
 
-// useRegistry reports whether agent settings go to the registry
-// (CONTRACTS §4): everywhere but api_version ≥ 2 with a stemcell ≥ 2.
+// useRegistry reports whether agent settings go to the registry, by the
+// reference table of API versions: everywhere but api_version ≥ 2 with a
+// stemcell ≥ 2.
 func useRegistry(api, stemcell int) bool { return !(api >= 2 && stemcell >= 2) }
 
 func (c *CPI) needRegistry(method string, api, stemcell int) error {
 	if c.cfg.Registry == nil {
 		return cpiv2.NewError(cpiv2.TypeCloudError,
-			"%s: api_version %d with stemcell api_version %d keeps agent settings in the registry (CONTRACTS §4), but no registry is configured (cpi.json has no registry block)",
+			"%s: api_version %d with stemcell api_version %d keeps agent settings in the registry, but no registry is configured (cpi.json has no registry block)",
 			method, api, stemcell)
 	}
 	return nil
@@ -214,7 +215,7 @@ func (c *CPI) settings(args cpiv2.CreateVMArgs, vmName string) agentSettings {
 
 // CreateVM creates a VM. Agent settings go into user-data when api_version
 // ≥ 2 and the stemcell's ≥ 2; otherwise user-data holds the registry
-// endpoint and the settings are PUT to the registry (CONTRACTS §4).
+// endpoint and the settings are PUT to the registry.
 func (c *CPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (cpiv2.CreateVMResult, error) {
 	api, stemcell, err := c.versions(ctx)
 	if err != nil {

@@ -56,7 +56,7 @@ func vmArgs(sc cpiv2.StemcellCID, props map[string]any) cpiv2.CreateVMArgs {
 	}
 }
 
-// TestReferenceTable checks every row of CONTRACTS §4's table: which of
+// TestReferenceTable checks every row of the API versions' reference table: which of
 // registry or user-data carries the agent settings.
 func TestReferenceTable(t *testing.T) {
 	profiles := map[int]cpiv2.Profile{1: cpiv2.ProfileDirectorV1, 2: cpiv2.ProfileDirectorV2}
