@@ -12,8 +12,9 @@ import (
 )
 
 // CheckJSON reports whether b is one JSON value that a strict reader takes
-// exactly as written: valid UTF-8 throughout and no object with the same
-// key twice (keys compared after unescaping, at any depth). encoding/json,
+// exactly as written: valid UTF-8 throughout (no lone UTF-16 surrogate
+// escapes either) and no object with the same key twice (keys compared
+// after unescaping, at any depth). encoding/json,
 // like most parsers, silently replaces invalid UTF-8 with U+FFFD and keeps
 // the last of two equal keys, so `{"error":{…},"error":null,"result":"x"}`
 // would read as a success; CheckJSON refuses both.
@@ -40,7 +41,50 @@ func CheckJSON(b []byte) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return invalid(ErrTrailingGarbage, b, "", fmt.Sprintf("data after the JSON value at offset %d", dec.InputOffset()), nil)
 	}
+	if off, ok := loneSurrogate(b); ok {
+		return invalid(ErrInvalidUTF8, b, "", fmt.Sprintf("the escape at offset %d is a lone UTF-16 surrogate, not a character", off), nil)
+	}
 	return nil
+}
+
+// loneSurrogate finds a \uD800–\uDFFF escape in a string of b (valid
+// JSON) that is not a high surrogate followed by a low one: encoding/json
+// would read it as U+FFFD.
+func loneSurrogate(b []byte) (int, bool) {
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			in = !in
+		case c == '\\' && in:
+			if i+1 < len(b) && b[i+1] == 'u' {
+				r, ok := hex4(b, i+2)
+				switch {
+				case !ok || r < 0xD800 || r > 0xDFFF:
+				case r <= 0xDBFF && i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u':
+					if lo, ok := hex4(b, i+8); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+						i += 11 // the pair
+						continue
+					}
+					return i, true
+				default:
+					return i, true
+				}
+				i += 5
+				continue
+			}
+			i++ // the escaped character
+		}
+	}
+	return 0, false
+}
+
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[at:at+4]), 16, 32)
+	return rune(n), err == nil
 }
 
 func invalidUTF8Offset(b []byte) int {
