@@ -370,6 +370,9 @@ func (d *Director) runTask(id int64) {
 		j.debugf("task failed: %v", err)
 	} else {
 		t.State = TaskDone
+		if out, ok := result.(jobOutput); ok {
+			t.Message, result = out.Message, out.Result
+		}
 		if result != nil {
 			b, merr := json.Marshal(result)
 			if merr != nil {

@@ -2,9 +2,12 @@ package director
 
 import "fmt"
 
-// Knobs are the director's behaviour choices behind the upstream races of
-// CONTRACTS §7. The zero value is the reference (safe) behaviour; each true
-// field reproduces one upstream behaviour. Profile returns the named sets.
+// Knobs are the director's behaviour choices where cpilab deliberately
+// differs from the upstream Director: the races of docs/upstream.md and the
+// API details where cpilab is stricter or kinder. The zero value is the
+// reference (safe) behaviour; each true field restores one upstream
+// behaviour. Profile returns the named sets; docs/upstream.md lists every
+// field with upstream's file.
 type Knobs struct {
 	// NoDiskNameLock (races a, b): provide, create, attach, detach and
 	// delete take no lock on the disk name. Two concurrent provides of one
@@ -58,6 +61,33 @@ type Knobs struct {
 	// done, or DiskNotAttached / DiskNotFound / the existing attachment
 	// says it was.
 	TrustCPIErrors bool
+	// DeleteVMKeepsDisksAttached: DELETE /vms/:cid and the instances of a
+	// deployment delete call delete_vm with the instance's disks still
+	// attached, even when the agent answers (upstream vm_deleter.rb
+	// delete_for_instance with async false: DeleteVmStep alone). The VM's
+	// dynamic disk records lose their attachment (the FK's ON DELETE SET
+	// NULL). Reference: the CPI detaches every dynamic disk first, and the
+	// agent removes its links when it answers.
+	DeleteVMKeepsDisksAttached bool
+	// DeleteChecksHasDisk: DELETE /dynamic_disks/:name calls has_disk and
+	// then delete_disk only when it answered true (upstream
+	// delete_dynamic_disk.rb). Reference: delete_disk alone, DiskNotFound
+	// taken as done, so no window opens between the two calls.
+	DeleteChecksHasDisk bool
+	// DiskScopesCannotReadTasks: a token holding only dynamic-disk scopes
+	// gets 401 on GET /tasks/:id (upstream tasks_controller.rb needs
+	// bosh.read or admin). Reference: it may read the tasks it queued, so a
+	// disk-only client can follow its own work.
+	DiskScopesCannotReadTasks bool
+	// AnyDiskName: a disk name is any non-empty string (upstream
+	// safe_property min_length 1). Reference: 1 to 255 bytes of printable
+	// UTF-8 without path characters, NUL, spaces, "." or ".." (400), since
+	// a name is also a path segment of the API.
+	AnyDiskName bool
+	// MalformedJSONServerError: a request body that is not JSON answers 500
+	// with an empty body (upstream's JSON.parse raises outside its
+	// DirectorError handling). Reference: 400 naming the body.
+	MalformedJSONServerError bool
 }
 
 // Profile names.
@@ -83,6 +113,11 @@ func Profile(name string) (Knobs, error) {
 			SwallowUnknownMessage:           true,
 			ZeroDynamicDiskWorkers:          true,
 			TrustCPIErrors:                  true,
+			DeleteVMKeepsDisksAttached:      true,
+			DeleteChecksHasDisk:             true,
+			DiskScopesCannotReadTasks:       true,
+			AnyDiskName:                     true,
+			MalformedJSONServerError:        true,
 		}, nil
 	}
 	return Knobs{}, fmt.Errorf("director: unknown profile %q (want %q or %q)", name, ProfileReference, ProfileUpstream)

@@ -68,7 +68,7 @@ func TestKnobNoDiskNameLockDoubleAttach(t *testing.T) {
 	// attach calls then counts the provides that reached the IaaS.
 	bothWays(t, func(k *director.Knobs) { k.NoDiskNameLock, k.TrustCPIErrors = true, true }, func(t *testing.T, upstream bool, k director.Knobs) {
 		w := newWorld(t, worldOpts{knobs: k})
-		w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: "d", DiskPoolName: "small", InstanceID: w.insts[0].ID}))
+		w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskSize: 4, DiskName: "d", DiskPoolName: "small", InstanceID: w.insts[0].ID}))
 		rule := w.pauseRule(fakeiaas.OpAttachDisk, "")
 		id1, err1 := w.provide("d", 0)
 		id2, err2 := w.provide("d", 1)

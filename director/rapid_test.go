@@ -35,9 +35,10 @@ func (m diskModel) apply(o apiOp) bool {
 		}
 		m[o.name] = o.inst
 	case "create":
-		if !exists {
-			m[o.name] = -1
+		if exists { // upstream: "disk `<name>` already exists"
+			return false
 		}
+		m[o.name] = -1
 	case "attach":
 		if !exists || (at >= 0 && at != o.inst) {
 			return false
@@ -127,9 +128,9 @@ func TestDynamicDisksAPIStateMachine(t *testing.T) {
 				inst := w.insts[o.inst].ID
 				switch o.kind {
 				case "provide":
-					ids[i], err = w.d.Provide("admin", director.ProvideRequest{DiskName: o.name, DiskPoolName: "small", InstanceID: inst})
+					ids[i], err = w.d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: o.name, DiskPoolName: "small", InstanceID: inst})
 				case "create":
-					ids[i], err = w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: o.name, DiskPoolName: "small", InstanceID: inst})
+					ids[i], err = w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskSize: 4, DiskName: o.name, DiskPoolName: "small", InstanceID: inst})
 				case "attach":
 					ids[i], err = w.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: o.name, InstanceID: inst})
 				case "detach":

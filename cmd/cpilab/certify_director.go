@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
@@ -93,16 +94,33 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 		defer stop()
 	}
+	start := time.Now()
 	sum, err := dynamicdisks.Run(ctx, cfg, opts)
 	prog.done()
 	if err != nil {
 		return err
 	}
 	sum.WriteText(stdout)
+	writeDirectorVerdict(stdout, sum, time.Since(start))
 	if !sum.OK() {
 		return exitError(1)
 	}
 	return nil
+}
+
+// writeDirectorVerdict prints the run's last line: ACCEPTED or REJECTED
+// with the counts, as certify does.
+func writeDirectorVerdict(w io.Writer, sum dynamicdisks.Summary, elapsed time.Duration) {
+	elapsed = elapsed.Round(time.Millisecond)
+	if !sum.OK() {
+		failed := sum.Failed
+		if failed == 0 && sum.SuiteFailure != "" {
+			failed = 1
+		}
+		fmt.Fprintf(w, "REJECTED: %d failed, %d passed, %d not checked (%s)\n", failed, sum.Passed, sum.Skipped, elapsed)
+		return
+	}
+	fmt.Fprintf(w, "ACCEPTED: %d passed, %d not checked (%s)\n", sum.Passed, sum.Skipped, elapsed)
 }
 
 // embeddedDirector starts a reference director with an admin and a
@@ -127,8 +145,7 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 			Out: io.Discard, Profile: profile, Ready: func(i launch.Info) { ready <- i },
 			Users: []director.User{
 				{Name: "admin", Password: "admin", Scopes: []string{director.ScopeAdmin}},
-				{Name: "disks", Password: "disks", Scopes: []string{director.ScopeRFCCreate, director.ScopeRFCAttach,
-					director.ScopeRFCDetach, director.ScopeRFCList, director.ScopeRFCDelete}},
+				{Name: "disks", Password: "disks", Scopes: director.DiskScopes},
 			}})
 	}()
 	stop := func() {

@@ -50,7 +50,7 @@ func TestRunServesADirector(t *testing.T) {
 	if err != nil || len(insts) != 2 {
 		t.Fatalf("instances %v, %v", insts, err)
 	}
-	if _, err := c.Provide(ctx, director.ProvideRequest{DiskName: "d", DiskPoolName: "small", InstanceID: insts[0].ID}); err != nil {
+	if _, err := c.Provide(ctx, director.ProvideRequest{DiskSize: 4, DiskName: "d", DiskPoolName: "small", InstanceID: insts[0].ID}); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
