@@ -248,14 +248,14 @@ func TestAPIScopeMatrix(t *testing.T) {
 		"deploy":      "bosh.admin, bosh." + uuid + ".admin",
 	}
 	allowed := map[string][]string{
-		director.ScopeAdmin:                                         {"list", "create", "provide", "attach", "detach", "delete", "tasks", "deployments", "deploy"},
-		"bosh." + uuid + ".admin":                                   {"list", "create", "provide", "attach", "detach", "delete", "tasks", "deployments", "deploy"},
-		director.ScopeRead:                                          {"tasks", "deployments"},
-		director.ScopeDisksList:                                     {"list"},
-		director.ScopeDisksCreate:                                   {"create"},
-		director.ScopeDisksAttach:                                   {"attach"},
-		director.ScopeDisksDetach:                                   {"detach"},
-		director.ScopeDisksDelete:                                   {"delete"},
+		director.ScopeAdmin:       {"list", "create", "provide", "attach", "detach", "delete", "tasks", "deployments", "deploy"},
+		"bosh." + uuid + ".admin": {"list", "create", "provide", "attach", "detach", "delete", "tasks", "deployments", "deploy"},
+		director.ScopeRead:        {"tasks", "deployments"},
+		director.ScopeDisksList:   {"list"},
+		director.ScopeDisksCreate: {"create"},
+		director.ScopeDisksAttach: {"attach"},
+		director.ScopeDisksDetach: {"detach"},
+		director.ScopeDisksDelete: {"delete"},
 		director.ScopeDisksCreate + " " + director.ScopeDisksAttach: {"create", "attach", "provide"},
 		"bosh.dynamic_disks.update bosh.dynamic_disks.delete":       {}, // the scopes upstream removed
 	}
