@@ -1,6 +1,10 @@
 package director
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cpilab/cpilab/cpiv2"
+)
 
 // Knobs are the director's behaviour choices where cpilab deliberately
 // differs from the upstream Director: the races of docs/upstream.md and the
@@ -88,6 +92,23 @@ type Knobs struct {
 	// with an empty body (upstream's JSON.parse raises outside its
 	// DirectorError handling). Reference: 400 naming the body.
 	MalformedJSONServerError bool
+	// V2InfoErrorMeansV1: speaking CPI as a v2-era Director
+	// (cpiv2.ProfileDirectorV2), any error from info means a CPI of
+	// api_version 1 (upstream cloud_factory.rb at e98be8082d rescued every
+	// error). Reference: only NotImplemented means version 1; any other
+	// info error fails the call, since a CPI that cannot answer info is not
+	// known to speak version 1. See CPIProfile.
+	V2InfoErrorMeansV1 bool
+}
+
+// CPIProfile returns the caller profile the director speaks CPI with under
+// k: p itself, or for director-v2 with V2InfoErrorMeansV1, p taking any
+// info error as api_version 1.
+func CPIProfile(k Knobs, p cpiv2.Profile) cpiv2.Profile {
+	if k.V2InfoErrorMeansV1 && p.Name == cpiv2.ProfileDirectorV2.Name {
+		p.AnyInfoErrorMeansV1 = true
+	}
+	return p
 }
 
 // Profile names.
@@ -118,6 +139,7 @@ func Profile(name string) (Knobs, error) {
 			DiskScopesCannotReadTasks:       true,
 			AnyDiskName:                     true,
 			MalformedJSONServerError:        true,
+			V2InfoErrorMeansV1:              true,
 		}, nil
 	}
 	return Knobs{}, fmt.Errorf("director: unknown profile %q (want %q or %q)", name, ProfileReference, ProfileUpstream)

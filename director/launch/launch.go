@@ -93,6 +93,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 	}
+	cpiProfile = director.CPIProfile(knobs, cpiProfile)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
