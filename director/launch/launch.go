@@ -6,8 +6,10 @@
 //
 //	err := launch.Run(ctx, launch.Config{DataDir: dir, Out: os.Stdout})
 //
-// Run prints the URL, the CA certificate path and the admin credentials to
-// Out, then serves until ctx is done.
+// Run prints the URL, the CA certificate path, the admin credentials and the
+// next steps (upload a cloud config and a stemcell, deploy, provide a disk:
+// shell commands over example files it writes to DataDir/examples) to Out,
+// then serves until ctx is done.
 package launch
 
 import (
@@ -172,6 +174,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if len(cfg.Users) == 0 {
 		fmt.Fprintf(cfg.Out, "  user: admin  password: %s\n", users[0].Password)
 	}
+	examples, err := writeExamples(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	admin, password := users[0].Name, ""
+	if len(cfg.Users) == 0 {
+		password = users[0].Password
+	}
+	writeNextSteps(cfg.Out, info, examples, admin, password)
 	if cfg.Ready != nil {
 		cfg.Ready(info)
 	}
