@@ -396,7 +396,8 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 		}
 		return fmt.Errorf("attach_disk %s to %s: %w", dd.CID, vm.CID, err)
 	}
-	dd.State, dd.VMCID, dd.InstanceID, dd.TaskID, dd.Hint = DiskReady, vm.CID, inst.ID, 0, nil
+	// As upstream, the disk takes the AZ of the instance it is attached to.
+	dd.State, dd.VMCID, dd.InstanceID, dd.TaskID, dd.Hint, dd.AZ = DiskReady, vm.CID, inst.ID, 0, nil, inst.AZ
 	if !hint.IsZero() {
 		b, err := json.Marshal(hint)
 		if err != nil {
