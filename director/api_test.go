@@ -117,7 +117,7 @@ func TestAPIDynamicDisksOverTLS(t *testing.T) {
 	if err := c.DetachDynamicDisk(ctx, "api-disk"); err != nil {
 		t.Fatalf("second detach: %v", err)
 	}
-	msg, err := c.AttachDynamicDisk(ctx, "api-disk", a.insts[1].ID, map[string]any{"n": 1})
+	msg, err := c.AttachDynamicDisk(ctx, "api-disk", inst.ID, map[string]any{"n": 1})
 	if err != nil || !strings.HasPrefix(msg, "attached disk `api-disk` to vm ") {
 		t.Fatalf("attach = %q, %v; want upstream's message", msg, err)
 	}
