@@ -36,7 +36,7 @@ type DiskLister interface {
 	ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error)
 }
 
-// Agents is the director's view of the agents on its VMs (CONTRACTS §5),
+// Agents is the director's view of the agents on its VMs (the agent protocol),
 // reached through the mbus. *mbus.Client satisfies it.
 type Agents interface {
 	// WaitUntilReady blocks until the agent answers a ping, or timeout has

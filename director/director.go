@@ -30,7 +30,7 @@ type Config struct {
 	UUID string
 	// Name is reported by /info. Default "cpilab".
 	Name string
-	// Knobs select upstream behaviours (CONTRACTS §7); zero is safe.
+	// Knobs select upstream behaviours (docs/upstream.md); zero is safe.
 	Knobs Knobs
 	// NormalWorkers serve the normal and urgent queues. Default 2.
 	NormalWorkers int

@@ -59,7 +59,7 @@ type Knobs struct {
 	// or delete_disk is taken at its word: the record is restored and the
 	// task fails, although the IaaS may have applied the call and only the
 	// response was lost, leaving the director's records and the IaaS apart.
-	// Reference: those calls are idempotent by contract (CONTRACTS §3;
+	// Reference: those calls are idempotent by contract (the CPI contract;
 	// google CPI 280), so an error that leaves the outcome in doubt is
 	// retried (InDoubtTries in all), and the retry settles it: the work is
 	// done, or DiskNotAttached / DiskNotFound / the existing attachment

@@ -15,7 +15,7 @@ import (
 	"github.com/cpilab/cpilab/fakeiaas"
 )
 
-// Each test runs one race of CONTRACTS §7 under the reference knobs and
+// Each test runs one race of docs/upstream.md under the reference knobs and
 // with the one knob that reproduces upstream, and checks both outcomes
 // against the fake cloud (the oracle) and the agents' VM roots.
 

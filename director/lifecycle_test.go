@@ -10,7 +10,7 @@ import (
 	"github.com/cpilab/cpilab/director/lab"
 )
 
-// CONTRACTS §6: provide creates, attaches and links; provide again is
+// Dynamic disks: provide creates, attaches and links; provide again is
 // idempotent; detach unlinks and is idempotent; delete is idempotent.
 func TestProvideDetachDeleteLifecycle(t *testing.T) {
 	w := newWorld(t, worldOpts{})

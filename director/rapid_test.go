@@ -13,7 +13,7 @@ import (
 	"github.com/cpilab/cpilab/director/lab"
 )
 
-// The model of the dynamic disks API (CONTRACTS §6, upstream's jobs): per
+// The model of the dynamic disks API (upstream's jobs): per
 // disk name, whether it exists, which instance it is attached to (-1: none)
 // and its AZ (set by create and by every attach, checked by attach).
 type diskModel map[string]diskState

@@ -9,7 +9,7 @@ import (
 	"github.com/cpilab/cpilab/fakeiaas"
 )
 
-// CONTRACTS §6: VM recreate and delete detach dynamic disks first; recreate
+// Dynamic disks: VM recreate and delete detach dynamic disks first; recreate
 // re-attaches them when asked; deployment delete deletes them.
 func TestRecreateDetachesAndReattaches(t *testing.T) {
 	w := newWorld(t, worldOpts{})
@@ -93,7 +93,7 @@ func TestDeployScalesDown(t *testing.T) {
 	}
 }
 
-// CONTRACTS §4: CPI calls about a VM carry its stemcell's api_version: a v1
+// CPI calls about a VM carry its stemcell's api_version: a v1
 // stemcell's VM gets its settings through the registry, a v2 one's through
 // user-data only.
 func TestStemcellAPIVersionReachesTheCPI(t *testing.T) {

@@ -141,7 +141,7 @@ type OracleDisk struct {
 	Metadata map[string]string
 }
 
-// Links checks the agent's dynamic disk symlinks (CONTRACTS §6: the agent
+// Links checks the agent's dynamic disk symlinks (the agent
 // links /var/vcap/data/dynamic_disks/<disk_cid>).
 type Links interface {
 	// DynamicDiskLink returns where the VM's link for diskCID points;

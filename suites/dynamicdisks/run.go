@@ -191,7 +191,7 @@ func (r *run) task(ctx context.Context, clause string, x *Exchange) director.Tas
 	var st *errStuck
 	switch {
 	case errors.As(err, &st):
-		violatef(clause, x, "%v; the dynamic_disks queue has no worker (CONTRACTS §7(i)): %s", err, taskString(tv))
+		violatef(clause, x, "%v; the dynamic_disks queue has no worker (race (i), docs/upstream.md): %s", err, taskString(tv))
 	case err != nil:
 		violatef(clause, x, "%v", err)
 	}
