@@ -65,6 +65,10 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	if instances != "" {
 		cfg.Instances = strings.Split(instances, ",")
 	}
+	if msg := certifyDirectorUsage(cfg, instances); msg != "" {
+		fmt.Fprintf(stderr, "cpilab certify-director: %s\n", msg)
+		return exitError(2)
+	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
@@ -106,6 +110,37 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 		return exitError(1)
 	}
 	return nil
+}
+
+// certifyDirectorUsage says, in flag names, what a run against --url lacks
+// ("" : nothing).
+func certifyDirectorUsage(cfg dynamicdisks.Config, instances string) string {
+	var missing []string
+	if cfg.URL == "" {
+		if cfg.Deployment != "" || instances != "" {
+			return "--deployment and --instances need --url (the embedded director deploys its own)"
+		}
+		return ""
+	}
+	if cfg.Admin.Token == "" && (cfg.Admin.Username == "" || cfg.Admin.Password == "") {
+		missing = append(missing, "--admin-token (or --admin-user and --admin-password)")
+	}
+	if cfg.Disks.Token == "" && (cfg.Disks.Username == "" || cfg.Disks.Password == "") {
+		missing = append(missing, "--disk-token (or --disk-user and --disk-password)")
+	}
+	if cfg.Deployment != "" && cfg.DiskPool == "" {
+		missing = append(missing, "--disk-pool (a disk_type of the director's cloud config)")
+	}
+	if len(cfg.Instances) == 1 {
+		missing = append(missing, "a second instance ID in --instances")
+	}
+	if cfg.Deployment == "" && instances != "" {
+		missing = append(missing, "--deployment (for --instances)")
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return "against --url " + cfg.URL + " it needs " + strings.Join(missing, ", ")
 }
 
 // writeDirectorVerdict prints the run's last line: ACCEPTED or REJECTED

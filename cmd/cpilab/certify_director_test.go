@@ -105,3 +105,16 @@ func TestCertifyDirectorRejectsTheUpstreamProfile(t *testing.T) {
 		t.Errorf("the output speaks of issue numbers or Go field names:\n%s", out)
 	}
 }
+
+// Missing credentials for --url are a usage error (exit 2) naming the flags,
+// never Go field names.
+func TestCertifyDirectorUsageNamesFlags(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "certify-director", "--url", "https://127.0.0.1:1", "--admin-user", "a")
+	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--admin-token (or --admin-user and --admin-password)") ||
+		!strings.Contains(string(out), "--disk-token") || strings.Contains(string(out), "Config.") {
+		t.Fatalf("%v: %s; want exit 2 naming the missing flags", err, out)
+	}
+}
