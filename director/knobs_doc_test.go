@@ -10,8 +10,9 @@ import (
 	"github.com/cpilab/cpilab/director"
 )
 
-// knobRows returns, per knob named in the last column of a docs/upstream.md
-// table row, that row.
+// knobRows returns, per knob named in the last column of a table row of
+// the director's sections of docs/upstream.md (Director, CPI negotiation;
+// the agent's section names the agent's knobs), that row.
 func knobRows(t *testing.T) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile("../docs/upstream.md")
@@ -19,9 +20,13 @@ func knobRows(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	rows := map[string]string{}
+	ours := false
 	for _, line := range strings.Split(string(b), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			ours = strings.HasPrefix(h, "Director") || strings.HasPrefix(h, "CPI")
+		}
 		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
-		if len(cells) != 4 {
+		if !ours || len(cells) != 4 {
 			continue
 		}
 		knob := strings.Trim(strings.TrimSpace(cells[3]), "`")
