@@ -100,9 +100,11 @@ type DispatcherConfig struct {
 
 // Dispatcher serves CPI requests with a Go implementation: it decodes one
 // request, routes it by method and api_version, and encodes exactly one
-// response object. Wire error types follow bosh-cpi-go: a malformed request
-// (bad JSON, method missing, arguments not an array, an argument of the wrong
-// type, too few arguments) is a CpiError naming what was wrong; an unknown
+// response object. Wire error types follow bosh-cpi-go (rpc/json_dispatcher.go,
+// json_caller.go): a request that cannot be read (bad JSON, method or
+// arguments missing) is a CpiError; arguments the method cannot take (too
+// few, the wrong type, a null CID) are a CloudError, as bosh-cpi-go's caller
+// reports them; both name what was wrong; an unknown
 // method, a missing capability, or an api_version above MaxAPIVersion is a
 // NotImplemented; an error that is not a *Error becomes a CloudError (see
 // AsError). Result shapes follow the request's api_version: create_vm
@@ -197,14 +199,14 @@ type argList struct {
 
 func (a argList) need(names ...string) error {
 	if len(a.raw) < len(names) {
-		return NewError(TypeCpiError, "%s takes %d arguments %v, got %d", a.method, len(names), names, len(a.raw))
+		return NewError(TypeCloudError, "%s takes %d arguments %v, got %d", a.method, len(names), names, len(a.raw))
 	}
 	return nil
 }
 
 func argAt[T any](a argList, i int, name string, dst *T) error {
 	if err := json.Unmarshal(a.raw[i], dst); err != nil {
-		return NewError(TypeCpiError, "%s: argument %d (%s): %v", a.method, i, name, err)
+		return NewError(TypeCloudError, "%s: argument %d (%s): %v", a.method, i, name, err)
 	}
 	return nil
 }
@@ -217,7 +219,7 @@ func cidAt[K CIDKind](a argList, i int) (CID[K], error) {
 		return c, err
 	}
 	if c.IsZero() {
-		return c, NewError(TypeCpiError, "%s: argument %d (%s): must be a non-empty string, got null", a.method, i, k.cidName())
+		return c, NewError(TypeCloudError, "%s: argument %d (%s): must be a non-empty string, got null", a.method, i, k.cidName())
 	}
 	return c, nil
 }

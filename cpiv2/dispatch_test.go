@@ -38,11 +38,11 @@ func TestDispatcherErrorTypes(t *testing.T) {
 		{"arguments not array", `{"method":"has_vm","arguments":"vm-1"}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCpiError, "arguments"},
 		{"unknown method", `{"method":"create_network","arguments":[]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeNotImplemented, "create_network"},
 		{"api_version above max", `{"method":"info","arguments":[],"api_version":3}`, cpiv2.DispatcherConfig{MaxAPIVersion: 2}, nil, cpiv2.TypeNotImplemented, "3"},
-		{"too few arguments", `{"method":"attach_disk","arguments":["vm-1"]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCpiError, "disk_cid"},
-		{"argument wrong type", `{"method":"create_disk","arguments":["big",{},null]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCpiError, "size"},
-		{"empty cid", `{"method":"delete_vm","arguments":[""]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCpiError, "vm_cid"},
-		{"null cid", `{"method":"delete_disk","arguments":[null]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCpiError, "disk_cid"},
-		{"metadata not strings", `{"method":"set_vm_metadata","arguments":["vm-1",{"a":1}]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCpiError, "metadata"},
+		{"too few arguments", `{"method":"attach_disk","arguments":["vm-1"]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCloudError, "disk_cid"},
+		{"argument wrong type", `{"method":"create_disk","arguments":["big",{},null]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCloudError, "size"},
+		{"empty cid", `{"method":"delete_vm","arguments":[""]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCloudError, "vm_cid"},
+		{"null cid", `{"method":"delete_disk","arguments":[null]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCloudError, "disk_cid"},
+		{"metadata not strings", `{"method":"set_vm_metadata","arguments":["vm-1",{"a":1}]}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeCloudError, "metadata"},
 		{"update_disk at 1", `{"method":"update_disk","arguments":["disk-1",10,{}],"api_version":1}`, cpiv2.DispatcherConfig{}, nil, cpiv2.TypeNotImplemented, "update_disk"},
 		{"no has_vm", `{"method":"has_vm","arguments":["vm-1"]}`, cpiv2.DispatcherConfig{}, coreOnly{newMemCPI()}, cpiv2.TypeNotImplemented, "has_vm"},
 		{"no snapshots", `{"method":"snapshot_disk","arguments":["disk-1",{}]}`, cpiv2.DispatcherConfig{}, coreOnly{newMemCPI()}, cpiv2.TypeNotImplemented, "snapshot_disk"},
@@ -103,7 +103,7 @@ func TestDispatcherResultShapes(t *testing.T) {
 	m := newMemCPI()
 	cfg := cpiv2.DispatcherConfig{}
 	const createVM = `{"method":"create_vm","arguments":["agent",{"x":1},{},{"n":{"type":"dynamic"}},[],{}]%s}`
-	if r := dispatch(t, m, cfg, strings.Replace(createVM, "%s", "", 1)); r.Error == nil || r.Error.Type != cpiv2.TypeCpiError {
+	if r := dispatch(t, m, cfg, strings.Replace(createVM, "%s", "", 1)); r.Error == nil || r.Error.Type != cpiv2.TypeCloudError {
 		t.Errorf("create_vm with a hash as stemcell_cid: %+v", r)
 	}
 	v1 := dispatch(t, m, cfg, `{"method":"create_vm","arguments":["agent","sc-1",{},{"n":{"type":"dynamic"}},[],{}]}`)

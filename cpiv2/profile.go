@@ -34,6 +34,13 @@ type Profile struct {
 	// 0 accepts any CPI (one that reports none, or NotImplemented on info,
 	// speaks 1). Below it the caller refuses the CPI with NotSupported.
 	MinCPIAPIVersion int
+	// AnyInfoErrorMeansV1 makes every info error mean "a CPI of api_version
+	// 1", as the v2-era Director did (cloud_factory.rb at cloudfoundry/bosh
+	// e98be8082d rescued any error from info). False (every built-in
+	// profile): only NotImplemented means version 1; any other info error
+	// fails the negotiation. The director's upstream profile sets it for
+	// director-v2.
+	AnyInfoErrorMeansV1 bool
 	// SendsStemcellAPIVersion reports whether the caller sends
 	// context.vm.stemcell.api_version (from StemcellAPIVersionFrom(ctx), when
 	// non-zero).
@@ -132,7 +139,7 @@ func (p Profile) Negotiate(info Info, infoErr error) (int, error) {
 	}
 	cpi := info.APIVersion
 	if infoErr != nil {
-		if !errors.Is(infoErr, ErrNotImplemented) {
+		if !errors.Is(infoErr, ErrNotImplemented) && !p.AnyInfoErrorMeansV1 {
 			return 0, infoErr
 		}
 		cpi = 0

@@ -41,23 +41,35 @@ func NewAPI(cfg APIConfig) (*API, error) {
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p Principal) error
 
-// Handler routes the API. Every mutating call answers 302 to /tasks/:id.
+// Handler routes the API. Every mutating call answers 302 to /tasks/:id
+// with an empty body. Authentication and scopes are checked before the
+// body is read, as upstream's route conditions do: no or bad credentials
+// answer 401 "Not authorized: '<path>'", a missing scope 401
+// {"code": 600000, "description": "Require one of the scopes: …"}.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern string, allow func(Principal) bool, h handlerFunc) {
+	route := func(pattern string, perm Permission, h handlerFunc) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			p, err := a.auth.authenticate(r)
 			if err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="cpilab-director", Basic realm="cpilab-director"`)
-				writeError(w, &Error{Status: http.StatusUnauthorized, Message: err.Error()})
+				w.Header().Set("WWW-Authenticate", `Basic realm="BOSH Director"`)
+				w.Header().Set("Content-Type", "text/plain")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = fmt.Fprintf(w, "Not authorized: '%s'\n", r.URL.Path)
 				return
 			}
-			if allow != nil && !allow(p) {
-				writeError(w, &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("%s may not %s %s (scopes %v)", p.Name, r.Method, r.URL.Path, p.Scopes)})
-				return
+			if perm != "" {
+				if sets := expectedScopes(perm, a.d.UUID()); !p.granted(sets) {
+					writeError(w, scopeError(sets))
+					return
+				}
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 			if err := h(w, r, p); err != nil {
+				if errors.Is(err, errServerError) {
+					w.WriteHeader(http.StatusInternalServerError)
+					return
+				}
 				writeError(w, err)
 			}
 		})
@@ -65,36 +77,40 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET /info", a.info)
 	mux.HandleFunc("POST /oauth/token", a.token)
 
-	route("GET /dynamic_disks", canList, a.listDisks)
-	route("GET /dynamic_disks/{name}", canList, a.getDisk)
-	route("POST /dynamic_disks", canCreate, a.createDisk)
-	route("POST /dynamic_disks/provide", canProvide, a.provide)
-	route("POST /dynamic_disks/{name}/attach", canAttach, a.attachDisk)
-	route("POST /dynamic_disks/{name}/detach", canDetach, a.detachDisk)
-	route("DELETE /dynamic_disks/{name}", canDelete, a.deleteDisk)
+	route("GET /dynamic_disks", PermListDisks, a.listDisks)
+	route("GET /dynamic_disks/{name}", PermListDisks, a.getDisk)
+	route("POST /dynamic_disks", PermCreateDisks, a.createDisk)
+	route("POST /dynamic_disks/provide", PermProvideDisks, a.provide)
+	route("POST /dynamic_disks/{name}/attach", PermAttachDisks, a.attachDisk)
+	route("POST /dynamic_disks/{name}/detach", PermDetachDisks, a.detachDisk)
+	route("DELETE /dynamic_disks/{name}", PermDeleteDisks, a.deleteDisk)
 
-	route("GET /tasks", canRead, a.listTasks)
-	route("GET /tasks/{id}", nil, a.getTask)
-	route("GET /tasks/{id}/output", nil, a.taskOutput)
+	route("GET /tasks", PermRead, a.listTasks)
+	route("GET /tasks/{id}", "", a.getTask)
+	route("GET /tasks/{id}/output", "", a.taskOutput)
 
-	route("GET /stemcells", canRead, jsonGet(a.d.Stemcells))
-	route("POST /stemcells", canAdmin, a.uploadStemcell)
-	route("GET /cloud_configs", canRead, a.getCloudConfig)
-	route("POST /cloud_configs", canAdmin, a.updateCloudConfig)
-	route("GET /deployments", canRead, jsonGet(a.d.Deployments))
-	route("POST /deployments", canAdmin, a.deploy)
-	route("GET /deployments/{name}", canRead, a.getDeployment)
-	route("DELETE /deployments/{name}", canAdmin, a.deleteDeployment)
-	route("GET /deployments/{name}/instances", canRead, a.instances)
-	route("PUT /deployments/{name}/instances/{id}", canAdmin, a.changeState)
-	route("PUT /deployments/{name}/jobs/{group}/{id}", canAdmin, a.changeState)
-	route("GET /vms", canRead, jsonGet(a.d.VMs))
-	route("DELETE /vms/{cid}", canAdmin, a.deleteVM)
-	route("GET /disks", canRead, a.orphanedDisks)
-	route("DELETE /disks/{cid}", canAdmin, a.deleteOrphan)
-	route("GET /locks", canRead, jsonGet(a.d.Locks))
+	route("GET /stemcells", PermRead, jsonGet(a.d.Stemcells))
+	route("POST /stemcells", PermAdmin, a.uploadStemcell)
+	route("GET /cloud_configs", PermRead, a.getCloudConfig)
+	route("POST /cloud_configs", PermAdmin, a.updateCloudConfig)
+	route("GET /deployments", PermRead, jsonGet(a.d.Deployments))
+	route("POST /deployments", PermAdmin, a.deploy)
+	route("GET /deployments/{name}", PermRead, a.getDeployment)
+	route("DELETE /deployments/{name}", PermAdmin, a.deleteDeployment)
+	route("GET /deployments/{name}/instances", PermRead, a.instances)
+	route("PUT /deployments/{name}/instances/{id}", PermAdmin, a.changeState)
+	route("PUT /deployments/{name}/jobs/{group}/{id}", PermAdmin, a.changeState)
+	route("GET /vms", PermRead, jsonGet(a.d.VMs))
+	route("DELETE /vms/{cid}", PermAdmin, a.deleteVM)
+	route("GET /disks", PermRead, a.orphanedDisks)
+	route("DELETE /disks/{cid}", PermAdmin, a.deleteOrphan)
+	route("GET /locks", PermRead, jsonGet(a.d.Locks))
 	return mux
 }
+
+// errServerError makes a handler answer 500 with an empty body, as
+// upstream does for an exception outside its DirectorError handling.
+var errServerError = errors.New("internal server error")
 
 func jsonGet[T any](fn func() (T, error)) handlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request, _ Principal) error {
@@ -107,7 +123,8 @@ func jsonGet[T any](fn func() (T, error)) handlerFunc {
 	}
 }
 
-// errorBody is the JSON of every error answer.
+// errorBody is the JSON of every error answer: upstream's {"code",
+// "description"}, and cpilab's "field" naming the offending body field.
 type errorBody struct {
 	Code        int    `json:"code"`
 	Description string `json:"description"`
@@ -124,7 +141,7 @@ func writeError(w http.ResponseWriter, err error) {
 			e = &Error{Status: http.StatusInternalServerError, Message: err.Error()}
 		}
 	}
-	writeJSON(w, e.Status, errorBody{Code: e.Status, Description: e.Error(), Field: e.Field})
+	writeJSON(w, e.Status, errorBody{Code: e.ErrorCode(), Description: e.Error(), Field: e.Field})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -133,14 +150,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// redirectTask answers 302 to the task, with the task as the body.
+// redirectTask answers 302 to the task with an empty body, as upstream's
+// Director behind its nginx.
 func (a *API) redirectTask(w http.ResponseWriter, id int64, err error) error {
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", fmt.Sprintf("/tasks/%d", id))
-	t, _ := a.d.Task(id)
-	writeJSON(w, http.StatusFound, taskView(t))
+	w.WriteHeader(http.StatusFound)
 	return nil
 }
 
@@ -225,50 +242,86 @@ func (a *API) listDisks(w http.ResponseWriter, _ *http.Request, _ Principal) err
 	}
 	out := make([]DiskInfo, 0, len(disks))
 	for _, dd := range disks {
-		out = append(out, viewDisk(dd))
+		v, err := a.d.viewDisk(dd)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
+// getDisk is GET /dynamic_disks/:name, a cpilab extension (upstream has
+// only the list): one entry of the list, or 404.
 func (a *API) getDisk(w http.ResponseWriter, r *http.Request, _ Principal) error {
-	name := r.PathValue("name")
-	if err := validateDiskName("disk_name", name); err != nil {
-		return err
-	}
-	dd, err := a.d.DynamicDisk(name)
+	dd, err := a.d.DynamicDisk(r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewDisk(dd))
+	v, err := a.d.viewDisk(dd)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 
-// DiskInfo is a dynamic disk as GET /dynamic_disks and
-// GET /dynamic_disks/:name show it.
+// DiskInfo is a dynamic disk as GET /dynamic_disks lists it, in upstream's
+// shape: Instance is "<instance group>/<instance id>" of the VM the disk is
+// attached to, null when detached; Deployment, AZ, CPI and Metadata are
+// null when unset.
 type DiskInfo struct {
-	Name         string            `json:"disk_name"`
-	CID          string            `json:"disk_cid"`
-	Deployment   string            `json:"deployment"`
-	DiskPoolName string            `json:"disk_pool_name"`
-	SizeMiB      int               `json:"disk_size"`
-	InstanceID   string            `json:"instance_id,omitempty"`
-	VMCID        string            `json:"vm_cid,omitempty"`
-	AZ           string            `json:"az,omitempty"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
-	State        DiskState         `json:"state"`
-	Hint         json.RawMessage   `json:"disk_hint,omitempty"`
+	Name         string         `json:"name"`
+	CID          string         `json:"disk_cid"`
+	Deployment   *string        `json:"deployment"`
+	Instance     *string        `json:"instance"`
+	AZ           *string        `json:"availability_zone"`
+	SizeMiB      int            `json:"size"`
+	DiskPoolName string         `json:"disk_pool_name"`
+	CPI          *string        `json:"cpi"`
+	Metadata     map[string]any `json:"metadata"`
 }
 
-func viewDisk(dd DynamicDisk) DiskInfo {
-	return DiskInfo{Name: dd.Name, CID: dd.CID, Deployment: dd.Deployment, DiskPoolName: dd.DiskPoolName,
-		SizeMiB: dd.SizeMiB, InstanceID: dd.InstanceID, VMCID: dd.VMCID, AZ: dd.AZ, Metadata: dd.Metadata,
-		State: dd.State, Hint: dd.Hint}
+// InstanceName is the group/id name the list gives the instance ("" when
+// detached).
+func (i DiskInfo) InstanceName() string {
+	if i.Instance == nil {
+		return ""
+	}
+	return *i.Instance
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// viewDisk is a record as the list shows it.
+func (d *Director) viewDisk(dd DynamicDisk) (DiskInfo, error) {
+	v := DiskInfo{Name: dd.Name, CID: dd.CID, Deployment: strPtr(dd.Deployment), AZ: strPtr(dd.AZ), SizeMiB: dd.SizeMiB,
+		DiskPoolName: dd.DiskPoolName, CPI: strPtr(dd.CPI), Metadata: dd.Metadata}
+	if dd.InstanceID != "" {
+		inst, err := d.instance(dd.InstanceID)
+		switch {
+		case err == nil:
+			v.Instance = strPtr(inst.Group + "/" + inst.ID)
+		case !errors.Is(err, ErrNotFound):
+			return v, err
+		}
+	}
+	return v, nil
 }
 
 func (a *API) provide(w http.ResponseWriter, r *http.Request, p Principal) error {
-	var req ProvideRequest
-	if err := decodeBody(r, &req); err != nil {
+	b, err := readJSONObject(r, a.d.cfg.Knobs)
+	if err != nil {
+		return err
+	}
+	req, err := parseProvide(b)
+	if err != nil {
 		return err
 	}
 	id, err := a.d.Provide(p.Name, req)
@@ -276,8 +329,12 @@ func (a *API) provide(w http.ResponseWriter, r *http.Request, p Principal) error
 }
 
 func (a *API) createDisk(w http.ResponseWriter, r *http.Request, p Principal) error {
-	var req CreateDiskRequest
-	if err := decodeBody(r, &req); err != nil {
+	b, err := readJSONObject(r, a.d.cfg.Knobs)
+	if err != nil {
+		return err
+	}
+	req, err := parseCreate(b)
+	if err != nil {
 		return err
 	}
 	id, err := a.d.CreateDynamicDisk(p.Name, req)
@@ -285,13 +342,15 @@ func (a *API) createDisk(w http.ResponseWriter, r *http.Request, p Principal) er
 }
 
 func (a *API) attachDisk(w http.ResponseWriter, r *http.Request, p Principal) error {
-	var body struct {
-		InstanceID string `json:"instance_id"`
-	}
-	if err := decodeBody(r, &body); err != nil {
+	b, err := readJSONObject(r, a.d.cfg.Knobs)
+	if err != nil {
 		return err
 	}
-	id, err := a.d.AttachDynamicDisk(p.Name, AttachRequest{DiskName: r.PathValue("name"), InstanceID: body.InstanceID})
+	req, err := parseAttach(b, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	id, err := a.d.AttachDynamicDisk(p.Name, req)
 	return a.redirectTask(w, id, err)
 }
 
@@ -312,17 +371,20 @@ type TaskView struct {
 	Description string          `json:"description"`
 	Timestamp   int64           `json:"timestamp"`
 	StartedAt   int64           `json:"started_at,omitempty"`
-	Result      string          `json:"result,omitempty"` // the error message, or "" (upstream)
+	Result      string          `json:"result"` // the job's message, or its error (upstream)
 	User        string          `json:"user"`
 	Deployment  string          `json:"deployment,omitempty"`
 	Type        string          `json:"type"`
 	Queue       string          `json:"queue"`
-	Output      json.RawMessage `json:"result_output,omitempty"` // the job's JSON result
+	Output      json.RawMessage `json:"result_output,omitempty"` // cpilab: the task's result file, inline
 }
 
 func taskView(t Task) TaskView {
 	v := TaskView{ID: t.ID, State: t.State, Description: t.Description, Timestamp: t.CreatedAt.Unix(),
-		Result: t.Error, User: t.User, Deployment: t.Deployment, Type: t.Type, Queue: t.Queue, Output: t.Result}
+		Result: t.Message, User: t.User, Deployment: t.Deployment, Type: t.Type, Queue: t.Queue, Output: t.Result}
+	if t.State == TaskError || t.State == TaskCancelled {
+		v.Result = t.Error
+	}
 	if !t.StartedAt.IsZero() {
 		v.StartedAt = t.StartedAt.Unix()
 	}
@@ -368,15 +430,22 @@ func (a *API) readableTask(r *http.Request, p Principal) (Task, error) {
 	if err != nil || id < 1 {
 		return Task{}, badField("id", "must be a positive integer; got %q", s)
 	}
-	if !canRead(p) && !diskScoped(p) {
-		return Task{}, &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("%s may not read tasks", p.Name)}
+	sets := expectedScopes(PermRead, a.d.UUID())
+	reader := p.granted(sets)
+	if !reader && (!diskScoped(p) || a.d.cfg.Knobs.DiskScopesCannotReadTasks) {
+		return Task{}, scopeError(sets)
 	}
 	t, err := a.d.Task(id)
+	if errors.Is(err, ErrNotFound) {
+		return Task{}, &Error{Status: http.StatusNotFound, Code: CodeTaskNotFound, Message: fmt.Sprintf("Task %d not found", id)}
+	}
 	if err != nil {
 		return Task{}, err
 	}
-	if !canRead(p) && t.User != p.Name {
-		return Task{}, &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("task %d belongs to another user", id)}
+	if !reader && t.User != p.Name {
+		e := scopeError(sets)
+		e.Message = fmt.Sprintf("task %d was queued by another user; %s", id, e.Message)
+		return Task{}, e
 	}
 	return t, nil
 }
@@ -512,8 +581,52 @@ func (a *API) instances(w http.ResponseWriter, r *http.Request, _ Principal) err
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ins)
+	out := make([]InstanceInfo, 0, len(ins))
+	for _, in := range ins {
+		out = append(out, viewInstance(in))
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// InstanceInfo is an instance as GET /deployments/:name/instances shows it,
+// in upstream's shape (deployments_controller.rb create_vm_response): CID
+// and AgentID are the active VM's, null without one. VMType and State are
+// cpilab's.
+type InstanceInfo struct {
+	AgentID   *string  `json:"agent_id"`
+	CID       *string  `json:"cid"`
+	Job       string   `json:"job"`
+	Index     int      `json:"index"`
+	ID        string   `json:"id"`
+	AZ        *string  `json:"az"`
+	IPs       []string `json:"ips"`
+	ExpectsVM bool     `json:"expects_vm"`
+	State     string   `json:"state,omitempty"`
+}
+
+func viewInstance(in Instance) InstanceInfo {
+	v := InstanceInfo{Job: in.Group, Index: in.Index, ID: in.ID, AZ: strPtr(in.AZ), IPs: []string{},
+		ExpectsVM: in.State != InstanceDetached, State: string(in.State)}
+	if in.VMCID != "" {
+		v.CID, v.AgentID = strPtr(in.VMCID), strPtr(in.AgentID)
+	}
+	return v
+}
+
+// Instance turns the API's view back into an Instance of deployment.
+func (v InstanceInfo) Instance(deployment string) Instance {
+	in := Instance{ID: v.ID, Deployment: deployment, Group: v.Job, Index: v.Index, State: InstanceState(v.State)}
+	if v.AZ != nil {
+		in.AZ = *v.AZ
+	}
+	if v.CID != nil {
+		in.VMCID = *v.CID
+	}
+	if v.AgentID != nil {
+		in.AgentID = *v.AgentID
+	}
+	return in
 }
 
 // changeState is PUT /deployments/:d/instances/:id?state=…&hard=…&reattach_dynamic_disks=…

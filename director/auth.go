@@ -15,25 +15,24 @@ import (
 	"github.com/cpilab/cpilab/rt"
 )
 
-// Scopes the API knows. Admin can do everything; Read every GET. The
-// dynamic-disk scopes exist under upstream's names (ScopeDisksUpdate,
-// ScopeDisksDelete) and the RFC's (ScopeRFC*); a token holding only
-// dynamic-disk scopes can do nothing else than those operations and read its
-// own tasks (403 otherwise).
+// Scopes the API knows, as upstream's permission_authorizer.rb names them.
+// Admin (or bosh.<director uuid>.admin) can do everything; Read (or
+// bosh.<director uuid>.read) every GET except the dynamic disk list. Each
+// dynamic-disk operation has its own scope; provide needs create and attach.
+// A token holding only dynamic-disk scopes can do nothing else (401), but
+// may read its own tasks unless Knobs.DiskScopesCannotReadTasks.
 const (
-	ScopeAdmin = "bosh.admin"
-	ScopeRead  = "bosh.read"
-	// Upstream names: update covers provide, create, attach, detach and
-	// list; delete covers delete and list.
-	ScopeDisksUpdate = "bosh.dynamic_disks.update"
-	ScopeDisksDelete = "bosh.dynamic_disks.delete"
-	// RFC names: provide needs create and attach.
-	ScopeRFCCreate = "bosh.dynamic-disks.create"
-	ScopeRFCAttach = "bosh.dynamic-disks.attach"
-	ScopeRFCDetach = "bosh.dynamic-disks.detach"
-	ScopeRFCList   = "bosh.dynamic-disks.list"
-	ScopeRFCDelete = "bosh.dynamic-disks.delete"
+	ScopeAdmin       = "bosh.admin"
+	ScopeRead        = "bosh.read"
+	ScopeDisksCreate = "bosh.dynamic-disks.create"
+	ScopeDisksAttach = "bosh.dynamic-disks.attach"
+	ScopeDisksDetach = "bosh.dynamic-disks.detach"
+	ScopeDisksList   = "bosh.dynamic-disks.list"
+	ScopeDisksDelete = "bosh.dynamic-disks.delete"
 )
+
+// DiskScopes are the five dynamic-disk scopes.
+var DiskScopes = []string{ScopeDisksCreate, ScopeDisksAttach, ScopeDisksDetach, ScopeDisksList, ScopeDisksDelete}
 
 // User is a local user.
 type User struct {
@@ -168,22 +167,74 @@ func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 	return Principal{Name: c.Subject, Scopes: c.Scope}, nil
 }
 
-// Permissions: which scopes allow what.
-func canAdmin(p Principal) bool { return p.Has(ScopeAdmin) }
-func canRead(p Principal) bool  { return p.any(ScopeAdmin, ScopeRead) }
-func canProvide(p Principal) bool {
-	return canAdmin(p) || p.Has(ScopeDisksUpdate) || (p.Has(ScopeRFCCreate) && p.Has(ScopeRFCAttach))
+// Permission is what a route needs, as upstream's permission_authorizer.rb
+// names it (its director permissions).
+type Permission string
+
+// Permissions of the director's routes.
+const (
+	PermAdmin        Permission = "admin"
+	PermRead         Permission = "read"
+	PermListDisks    Permission = "list_dynamic_disks"
+	PermCreateDisks  Permission = "create_dynamic_disks"
+	PermAttachDisks  Permission = "attach_dynamic_disks"
+	PermDetachDisks  Permission = "detach_dynamic_disks"
+	PermDeleteDisks  Permission = "delete_dynamic_disks"
+	PermProvideDisks Permission = "provide_dynamic_disks"
+)
+
+// expectedScopes lists the scope sets that grant perm on a director of
+// the given UUID, in upstream's order: any one set, all of its scopes.
+func expectedScopes(perm Permission, uuid string) [][]string {
+	out := [][]string{{ScopeAdmin}, {"bosh." + uuid + ".admin"}}
+	switch perm {
+	case PermRead:
+		out = append(out, []string{ScopeRead}, []string{"bosh." + uuid + ".read"})
+	case PermListDisks:
+		out = append(out, []string{ScopeDisksList})
+	case PermCreateDisks:
+		out = append(out, []string{ScopeDisksCreate})
+	case PermAttachDisks:
+		out = append(out, []string{ScopeDisksAttach})
+	case PermDetachDisks:
+		out = append(out, []string{ScopeDisksDetach})
+	case PermDeleteDisks:
+		out = append(out, []string{ScopeDisksDelete})
+	case PermProvideDisks:
+		out = append(out, []string{ScopeDisksCreate, ScopeDisksAttach})
+	}
+	return out
 }
-func canCreate(p Principal) bool { return p.any(ScopeAdmin, ScopeDisksUpdate, ScopeRFCCreate) }
-func canAttach(p Principal) bool { return p.any(ScopeAdmin, ScopeDisksUpdate, ScopeRFCAttach) }
-func canDetach(p Principal) bool { return p.any(ScopeAdmin, ScopeDisksUpdate, ScopeRFCDetach) }
-func canDelete(p Principal) bool { return p.any(ScopeAdmin, ScopeDisksDelete, ScopeRFCDelete) }
-func canList(p Principal) bool {
-	return p.any(ScopeAdmin, ScopeRead, ScopeDisksUpdate, ScopeDisksDelete, ScopeRFCList)
+
+// granted reports whether p holds every scope of one of the sets.
+func (p Principal) granted(sets [][]string) bool {
+	for _, set := range sets {
+		all := true
+		for _, s := range set {
+			all = all && p.Has(s)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeError is upstream's 401 for a missing scope:
+// {"code": 600000, "description": "Require one of the scopes: …"}.
+func scopeError(sets [][]string) *Error {
+	var parts []string
+	for _, set := range sets {
+		if len(set) > 1 {
+			parts = append(parts, "("+strings.Join(set, " AND ")+")")
+		} else {
+			parts = append(parts, set[0])
+		}
+	}
+	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+		Message: "Require one of the scopes: " + strings.Join(parts, ", ")}
 }
 
 // diskScoped reports whether p holds any dynamic-disk scope (it may then
-// read its own tasks).
-func diskScoped(p Principal) bool {
-	return p.any(ScopeDisksUpdate, ScopeDisksDelete, ScopeRFCCreate, ScopeRFCAttach, ScopeRFCDetach, ScopeRFCList, ScopeRFCDelete)
-}
+// read its own tasks, unless Knobs.DiskScopesCannotReadTasks).
+func diskScoped(p Principal) bool { return p.any(DiskScopes...) }

@@ -31,7 +31,7 @@ func BenchmarkProvideDetachPairs(b *testing.B) {
 			defer wg.Done()
 			name := fmt.Sprintf("bench-%d", i)
 			for range next {
-				w.done(w.d.Provide("admin", director.ProvideRequest{DiskName: name, DiskPoolName: "small", InstanceID: w.insts[i].ID}))
+				w.done(w.d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: name, DiskPoolName: "small", InstanceID: w.insts[i].ID}))
 				w.done(w.d.DetachDynamicDisk("admin", name))
 			}
 		}()
@@ -50,7 +50,7 @@ func BenchmarkProvideDetachPairsHTTP(b *testing.B) {
 	a := newAPIWorld(b, worldOpts{instances: 100,
 		lab:       func(c *lab.Config) { c.AgentTaskPollInterval = time.Millisecond },
 		configure: func(c *director.Config) { c.DynamicDiskWorkers = 16 }})
-	tok, _, err := a.auth.Issue(director.Principal{Name: "csi", Scopes: []string{director.ScopeDisksUpdate}})
+	tok, _, err := a.auth.Issue(director.Principal{Name: "csi", Scopes: director.DiskScopes})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func BenchmarkProvideDetachPairsHTTP(b *testing.B) {
 			defer wg.Done()
 			name := fmt.Sprintf("bench-%d", i)
 			for range next {
-				if _, err := c.Provide(ctx, director.ProvideRequest{DiskName: name, DiskPoolName: "small", InstanceID: a.insts[i].ID}); err != nil {
+				if _, err := c.Provide(ctx, director.ProvideRequest{DiskSize: 4, DiskName: name, DiskPoolName: "small", InstanceID: a.insts[i].ID}); err != nil {
 					b.Error(err)
 				}
 				if err := c.DetachDynamicDisk(ctx, name); err != nil {

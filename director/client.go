@@ -48,8 +48,9 @@ type Client struct {
 // APIError is a non-success answer of the API.
 type APIError struct {
 	Status      int    // HTTP status
+	Code        int    // the Director's error code (0: the answer had none)
 	Description string // the director's message
-	Field       string // the offending field of a 400
+	Field       string // the offending field of a 400 (cpilab only)
 }
 
 func (e *APIError) Error() string {
@@ -144,7 +145,7 @@ func (c *Client) do(req *http.Request, want int, out any) error {
 		if json.Unmarshal(b, &eb) != nil || eb.Description == "" {
 			eb.Description = strings.TrimSpace(string(b))
 		}
-		return &APIError{Status: resp.StatusCode, Description: eb.Description, Field: eb.Field}
+		return &APIError{Status: resp.StatusCode, Code: eb.Code, Description: eb.Description, Field: eb.Field}
 	}
 	if out == nil {
 		return nil
@@ -159,7 +160,9 @@ func (c *Client) do(req *http.Request, want int, out any) error {
 	return nil
 }
 
-// Start sends a mutating call and returns the ID of the task it queued.
+// Start sends a mutating call and returns the ID of the task it queued,
+// read from the 302's Location (/tasks/<id>, absolute or not); the body
+// is ignored (upstream's is empty).
 func (c *Client) Start(ctx context.Context, method, path string, body any) (int64, error) {
 	var rd io.Reader
 	ctype := ""
@@ -178,11 +181,30 @@ func (c *Client) Start(ctx context.Context, method, path string, body any) (int6
 	if err != nil {
 		return 0, err
 	}
-	var tv TaskView
-	if err := c.do(req, http.StatusFound, &tv); err != nil {
-		return 0, err
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("director: %s %s: %w", method, path, err)
 	}
-	return tv.ID, nil
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var eb errorBody
+		if json.Unmarshal(b, &eb) != nil || eb.Description == "" {
+			eb.Description = strings.TrimSpace(string(b))
+		}
+		return 0, &APIError{Status: resp.StatusCode, Code: eb.Code, Description: eb.Description, Field: eb.Field}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	loc := resp.Header.Get("Location")
+	i := strings.LastIndex(loc, "/tasks/")
+	if i < 0 {
+		return 0, fmt.Errorf("director: %s %s: 302 to %q, not to /tasks/<id>", method, path, loc)
+	}
+	id, err := strconv.ParseInt(loc[i+len("/tasks/"):], 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("director: %s %s: 302 to %q, not to /tasks/<id>", method, path, loc)
+	}
+	return id, nil
 }
 
 // Task returns a task.
@@ -234,33 +256,49 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 	return c.do(req, http.StatusOK, out)
 }
 
-func diskCIDOf(tv TaskView, err error) (string, error) {
+// diskCIDOf reads the disk_cid of a finished task's result file
+// (GET /tasks/:id/output?type=result), as provide and create write it.
+func (c *Client) diskCIDOf(ctx context.Context, tv TaskView, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	raw, err := c.TaskOutput(ctx, tv.ID, "result")
 	if err != nil {
 		return "", err
 	}
 	var r DiskResult
-	if len(tv.Output) > 0 {
-		if err := json.Unmarshal(tv.Output, &r); err != nil {
-			return "", fmt.Errorf("director: task %d result %s: %w", tv.ID, tv.Output, err)
+	if t := bytes.TrimSpace(raw); len(t) > 0 {
+		if err := json.Unmarshal(t, &r); err != nil {
+			return "", fmt.Errorf("director: task %d result %q: %w", tv.ID, t, err)
 		}
+	}
+	if r.DiskCID == "" {
+		return "", fmt.Errorf("director: task %d succeeded, but its result %q holds no disk_cid", tv.ID, bytes.TrimSpace(raw))
 	}
 	return r.DiskCID, nil
 }
 
 // Provide runs POST /dynamic_disks/provide and returns the disk CID.
 func (c *Client) Provide(ctx context.Context, req ProvideRequest) (string, error) {
-	return diskCIDOf(c.Run(ctx, http.MethodPost, "/dynamic_disks/provide", req))
+	tv, err := c.Run(ctx, http.MethodPost, "/dynamic_disks/provide", req)
+	return c.diskCIDOf(ctx, tv, err)
 }
 
 // CreateDynamicDisk runs POST /dynamic_disks and returns the disk CID.
 func (c *Client) CreateDynamicDisk(ctx context.Context, req CreateDiskRequest) (string, error) {
-	return diskCIDOf(c.Run(ctx, http.MethodPost, "/dynamic_disks", req))
+	tv, err := c.Run(ctx, http.MethodPost, "/dynamic_disks", req)
+	return c.diskCIDOf(ctx, tv, err)
 }
 
-// AttachDynamicDisk runs POST /dynamic_disks/:name/attach.
-func (c *Client) AttachDynamicDisk(ctx context.Context, name, instanceID string) (string, error) {
-	return diskCIDOf(c.Run(ctx, http.MethodPost, "/dynamic_disks/"+url.PathEscape(name)+"/attach",
-		map[string]string{"instance_id": instanceID}))
+// AttachDynamicDisk runs POST /dynamic_disks/:name/attach (metadata
+// optional) and returns the task's message.
+func (c *Client) AttachDynamicDisk(ctx context.Context, name, instanceID string, metadata map[string]any) (string, error) {
+	body := map[string]any{"instance_id": instanceID}
+	if metadata != nil {
+		body["metadata"] = metadata
+	}
+	tv, err := c.Run(ctx, http.MethodPost, "/dynamic_disks/"+url.PathEscape(name)+"/attach", body)
+	return tv.Result, err
 }
 
 // DetachDynamicDisk runs POST /dynamic_disks/:name/detach.
@@ -307,10 +345,18 @@ func (c *Client) Deploy(ctx context.Context, manifest []byte) error {
 	return err
 }
 
-// Instances lists a deployment's instances.
+// Instances lists a deployment's instances (upstream's shape, see
+// InstanceInfo).
 func (c *Client) Instances(ctx context.Context, deployment string) ([]Instance, error) {
-	var out []Instance
-	return out, c.get(ctx, "/deployments/"+url.PathEscape(deployment)+"/instances", &out)
+	var infos []InstanceInfo
+	if err := c.get(ctx, "/deployments/"+url.PathEscape(deployment)+"/instances", &infos); err != nil {
+		return nil, err
+	}
+	out := make([]Instance, 0, len(infos))
+	for _, v := range infos {
+		out = append(out, v.Instance(deployment))
+	}
+	return out, nil
 }
 
 // ChangeInstanceState runs PUT /deployments/:d/instances/:id.

@@ -117,7 +117,7 @@ func crashWorkload(dir string, seed uint64) error {
 		var id int64
 		switch rng.IntN(4) {
 		case 0, 1:
-			id, err = d.Provide("admin", director.ProvideRequest{DiskName: name, DiskPoolName: "small",
+			id, err = d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: name, DiskPoolName: "small",
 				InstanceID: insts[rng.IntN(len(insts))].ID})
 		case 2:
 			id, err = d.DetachDynamicDisk("admin", name)

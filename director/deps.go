@@ -19,6 +19,7 @@ type CPI interface {
 	DeleteVM(ctx context.Context, cid cpiv2.VMCID) error
 	CreateDisk(ctx context.Context, args cpiv2.CreateDiskArgs) (cpiv2.DiskCID, error)
 	DeleteDisk(ctx context.Context, cid cpiv2.DiskCID) error
+	HasDisk(ctx context.Context, cid cpiv2.DiskCID) (bool, error)
 	AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.DiskCID) (cpiv2.DiskHint, error)
 	DetachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.DiskCID) error
 	SetDiskMetadata(ctx context.Context, cid cpiv2.DiskCID, meta cpiv2.Metadata) error
@@ -35,7 +36,7 @@ type DiskLister interface {
 	ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error)
 }
 
-// Agents is the director's view of the agents on its VMs (CONTRACTS §5),
+// Agents is the director's view of the agents on its VMs (the agent protocol),
 // reached through the mbus. *mbus.Client satisfies it.
 type Agents interface {
 	// WaitUntilReady blocks until the agent answers a ping, or timeout has

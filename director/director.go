@@ -30,7 +30,7 @@ type Config struct {
 	UUID string
 	// Name is reported by /info. Default "cpilab".
 	Name string
-	// Knobs select upstream behaviours (CONTRACTS §7); zero is safe.
+	// Knobs select upstream behaviours (docs/upstream.md); zero is safe.
 	Knobs Knobs
 	// NormalWorkers serve the normal and urgent queues. Default 2.
 	NormalWorkers int
@@ -370,6 +370,9 @@ func (d *Director) runTask(id int64) {
 		j.debugf("task failed: %v", err)
 	} else {
 		t.State = TaskDone
+		if out, ok := result.(jobOutput); ok {
+			t.Message, result = out.Message, out.Result
+		}
 		if result != nil {
 			b, merr := json.Marshal(result)
 			if merr != nil {

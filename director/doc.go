@@ -1,6 +1,6 @@
 // Package director is cpilab's reference BOSH Director for disks: the
-// dynamic disks API and its tasks (CONTRACTS §6), deployments just deep
-// enough to own VMs (stemcells, cloud config, instance groups, instance
+// dynamic disks API and its tasks (as upstream's, docs/upstream.md),
+// deployments just deep enough to own VMs (stemcells, cloud config, instance groups, instance
 // state changes, VM delete, deployment delete), normal, urgent and
 // dynamic_disks queues with their own workers, lease locks on deployments,
 // VMs and disk names, and restart recovery that reconciles the IaaS.
@@ -8,8 +8,10 @@
 // The director reaches the cloud through a CPI (any cpiv2.CPI) and the agents
 // through Agents (a *mbus.Client). All time, randomness and concurrency come
 // from the injected rt.Runtime, so the simulator can run it deterministically.
-// The behaviours behind the upstream races of CONTRACTS §7 are Knobs:
-// Profile("reference") is safe, Profile("upstream") reproduces upstream.
+// Where it deliberately differs from upstream (the races, and API details
+// where it is stricter or kinder) the behaviour is a Knob, each listed in
+// docs/upstream.md: Profile("reference") is safe, Profile("upstream")
+// restores upstream's behaviour everywhere.
 //
 //	d, err := director.New(director.Config{CPI: cpi, Agents: agents, Store: st})
 //	if err != nil { … }

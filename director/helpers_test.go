@@ -172,7 +172,7 @@ func (w *world) failed(id int64, err error) director.Task {
 }
 
 func (w *world) provide(name string, inst int) (int64, error) {
-	return w.d.Provide("admin", director.ProvideRequest{DiskName: name, DiskPoolName: "small", InstanceID: w.insts[inst].ID})
+	return w.d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: name, DiskPoolName: "small", InstanceID: w.insts[inst].ID})
 }
 
 func (w *world) instance(i int) director.Instance {

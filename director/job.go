@@ -265,8 +265,10 @@ func (d *Director) listDynamicDisks(keep func(*DynamicDisk) bool) ([]DynamicDisk
 	return out, err
 }
 
+// listAll lists the records of kind for which keep is true (nil: all);
+// never nil, so an empty list encodes as [].
 func listAll[T any](st store.Store, kind store.Kind, keep func(*T) bool) ([]T, error) {
-	var out []T
+	out := []T{}
 	err := st.View(func(tx store.Tx) error {
 		return tx.List(kind, func(_ string, raw []byte) error {
 			var v T

@@ -4,37 +4,44 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"reflect"
 
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director/store"
 )
 
-// ProvideRequest is POST /dynamic_disks/provide's body (CONTRACTS §6).
+// ProvideRequest is POST /dynamic_disks/provide's body, as upstream's
+// dynamic_disks_controller.rb takes it: every field but Metadata required,
+// DiskSize ≥ 1 MiB, Metadata any JSON object.
 type ProvideRequest struct {
-	DiskName     string            `json:"disk_name"`
-	DiskSize     int               `json:"disk_size"` // MiB; 0: the disk type's disk_size
-	DiskPoolName string            `json:"disk_pool_name"`
-	InstanceID   string            `json:"instance_id"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
+	InstanceID   string         `json:"instance_id"`
+	DiskName     string         `json:"disk_name"`
+	DiskPoolName string         `json:"disk_pool_name"`
+	DiskSize     int            `json:"disk_size"` // MiB, ≥ 1
+	Metadata     map[string]any `json:"metadata,omitempty"`
 }
 
-// CreateDiskRequest is POST /dynamic_disks's body: create without attaching.
-// InstanceID (locality and deployment) or Deployment is required.
+// CreateDiskRequest is POST /dynamic_disks's body: create without
+// attaching, in an AZ of a deployment (upstream: deployment_name, az,
+// disk_name, disk_pool_name, disk_size, metadata). InstanceID is a cpilab
+// extension: when set, Deployment and AZ may be left empty and are taken
+// from that instance, whose VM gives create_disk its locality.
 type CreateDiskRequest struct {
-	DiskName     string            `json:"disk_name"`
-	DiskSize     int               `json:"disk_size"`
-	DiskPoolName string            `json:"disk_pool_name"`
-	InstanceID   string            `json:"instance_id,omitempty"`
-	Deployment   string            `json:"deployment_name,omitempty"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
+	Deployment   string         `json:"deployment_name"`
+	AZ           string         `json:"az"`
+	DiskName     string         `json:"disk_name"`
+	DiskPoolName string         `json:"disk_pool_name"`
+	DiskSize     int            `json:"disk_size"`
+	Metadata     map[string]any `json:"metadata,omitempty"`
+	InstanceID   string         `json:"instance_id,omitempty"`
 }
 
 // AttachRequest is POST /dynamic_disks/:disk_name/attach (DiskName from the
-// path, InstanceID from the body).
+// path, InstanceID and the optional Metadata from the body).
 type AttachRequest struct {
-	DiskName   string `json:"disk_name"`
-	InstanceID string `json:"instance_id"`
+	DiskName   string         `json:"disk_name"`
+	InstanceID string         `json:"instance_id"`
+	Metadata   map[string]any `json:"metadata,omitempty"`
 }
 
 // diskNameArgs names one disk (detach, delete).
@@ -42,49 +49,105 @@ type diskNameArgs struct {
 	DiskName string `json:"disk_name"`
 }
 
-// DiskResult is the task result of provide, create, attach, detach and
-// delete: {"disk_cid": …} ("" when delete found no disk).
+// DiskResult is the task result of provide and create: {"disk_cid": …}
+// (upstream writes no result for attach, detach and delete).
 type DiskResult struct {
 	DiskCID string `json:"disk_cid"`
+}
+
+// jobOutput is what a job returns when it has a message for the task's
+// result field (upstream: the job's return value) and, for provide and
+// create, a result file.
+type jobOutput struct {
+	Message string
+	Result  any // nil: no result file
 }
 
 // ErrDiskAttachedElsewhere is wrapped by provide and attach when the disk is
 // attached to another VM.
 var ErrDiskAttachedElsewhere = errors.New("disk is attached to another VM")
 
+// taskError is a job's refusal, worded as upstream's job raises it.
+func taskError(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
 func (j *job) provideDynamicDisk(req ProvideRequest) (any, error) {
 	return j.ensureAttached(req, true)
 }
 
 func (j *job) attachDynamicDisk(req AttachRequest) (any, error) {
-	return j.ensureAttached(ProvideRequest{DiskName: req.DiskName, InstanceID: req.InstanceID}, false)
+	return j.ensureAttached(ProvideRequest{DiskName: req.DiskName, InstanceID: req.InstanceID, Metadata: req.Metadata}, false)
 }
 
-// ensureAttached makes disk req.DiskName attached to req.InstanceID's VM,
-// creating it first when mayCreate (provide) and it does not exist.
-func (j *job) ensureAttached(req ProvideRequest, mayCreate bool) (any, error) {
+// activeVM returns an instance and its VM, failing as upstream's jobs do
+// when either is missing.
+func (j *job) activeVM(instanceID string) (Instance, VM, error) {
 	d := j.d
-	inst, err := d.instance(req.InstanceID)
+	inst, err := d.instance(instanceID)
+	if errors.Is(err, ErrNotFound) {
+		return inst, VM{}, taskError("instance `%s` not found", instanceID)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if err := j.step("Locking", req.DiskName, func() error {
-		return j.lock(d.cfg.VMLockTimeout, append(j.diskLockNames(req.DiskName), j.vmLockNames(inst.ID)...)...)
-	}); err != nil {
-		return nil, err
-	}
-	if inst, err = d.instance(req.InstanceID); err != nil { // the VM may have changed while we waited
-		return nil, err
+		return inst, VM{}, err
 	}
 	if inst.VMCID == "" {
-		return nil, unprocessable("instance %q has no VM", inst.ID)
+		return inst, VM{}, taskError("no active vm found for instance `%s`", instanceID)
 	}
 	vm, ok, err := d.vm(inst.VMCID)
 	if err != nil {
-		return nil, err
+		return inst, vm, err
 	}
 	if !ok {
-		return nil, unprocessable("instance %q: VM %s is not known", inst.ID, inst.VMCID)
+		return inst, vm, taskError("no active vm found for instance `%s` (VM %s is not known)", instanceID, inst.VMCID)
+	}
+	return inst, vm, nil
+}
+
+// diskType returns the disk pool's disk type from the latest cloud config.
+func (j *job) diskType(pool string) (DiskType, error) {
+	cc, err := j.d.cloudConfig()
+	if err != nil {
+		return DiskType{}, err
+	}
+	if len(cc.DiskTypes) == 0 && len(cc.VMTypes) == 0 && len(cc.AZs) == 0 && len(cc.Networks) == 0 {
+		return DiskType{}, taskError("No cloud configs provided")
+	}
+	dt, ok := cc.diskType(pool)
+	if !ok {
+		return DiskType{}, taskError("Could not find disk pool by name `%s`", pool)
+	}
+	return dt, nil
+}
+
+// ensureAttached makes disk req.DiskName attached to req.InstanceID's VM,
+// creating it first when mayCreate (provide) and it does not exist. It
+// follows upstream's provide_dynamic_disk.rb and attach_dynamic_disk.rb
+// step by step, under the disk-name and VM locks (see Knobs).
+func (j *job) ensureAttached(req ProvideRequest, mayCreate bool) (any, error) {
+	d := j.d
+	if !mayCreate {
+		if _, ok, err := d.dynamicDisk(req.DiskName); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, taskError("disk `%s` not found", req.DiskName)
+		}
+	}
+	if _, _, err := j.activeVM(req.InstanceID); err != nil {
+		return nil, err
+	}
+	if err := j.step("Locking", req.DiskName, func() error {
+		return j.lock(d.cfg.VMLockTimeout, append(j.diskLockNames(req.DiskName), j.vmLockNames(req.InstanceID)...)...)
+	}); err != nil {
+		return nil, err
+	}
+	inst, vm, err := j.activeVM(req.InstanceID) // the VM may have changed while we waited
+	if err != nil {
+		return nil, err
+	}
+	var dt DiskType
+	if mayCreate {
+		if dt, err = j.diskType(req.DiskPoolName); err != nil {
+			return nil, err
+		}
 	}
 	dd, exists, err := d.dynamicDisk(req.DiskName)
 	if err != nil {
@@ -93,9 +156,17 @@ func (j *job) ensureAttached(req ProvideRequest, mayCreate bool) (any, error) {
 	if exists && dd.State != DiskReady {
 		return nil, conflict("dynamic disk %q is %s (task %d)", dd.Name, dd.State, dd.TaskID)
 	}
+	if exists && !mayCreate {
+		if err := checkAttachable(dd, inst, vm); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case exists && dd.Attached() && dd.VMCID != vm.CID:
-		return nil, fmt.Errorf("dynamic disk %q (%s): %w %s of instance %s", dd.Name, dd.CID, ErrDiskAttachedElsewhere, dd.VMCID, dd.InstanceID)
+		if mayCreate {
+			return nil, fmt.Errorf("disk is attached to a different vm `%s`: %w", dd.VMCID, ErrDiskAttachedElsewhere)
+		}
+		return nil, fmt.Errorf("disk `%s` is already attached to a different vm `%s`: %w", dd.Name, dd.VMCID, ErrDiskAttachedElsewhere)
 	case exists && dd.Attached():
 		j.debugf("disk %s already attached to %s: idempotent", dd.CID, vm.CID)
 	case exists:
@@ -103,10 +174,10 @@ func (j *job) ensureAttached(req ProvideRequest, mayCreate bool) (any, error) {
 			return nil, err
 		}
 	case !mayCreate:
-		return nil, notFound("dynamic disk %q not found", req.DiskName)
+		return nil, taskError("disk `%s` not found", req.DiskName)
 	default:
-		dd, err = j.createDisk(diskSpec{name: req.DiskName, pool: req.DiskPoolName, sizeMiB: req.DiskSize,
-			deployment: inst.Deployment, az: inst.AZ, vm: vm})
+		dd, err = j.createDisk(diskSpec{name: req.DiskName, pool: req.DiskPoolName, dt: dt, sizeMiB: req.DiskSize,
+			deployment: inst.Deployment, vm: vm})
 		if err != nil {
 			return nil, err
 		}
@@ -120,98 +191,146 @@ func (j *job) ensureAttached(req ProvideRequest, mayCreate bool) (any, error) {
 	if err := j.link(vm, dd); err != nil {
 		return nil, err
 	}
-	return DiskResult{DiskCID: dd.CID}, nil
+	if mayCreate {
+		return jobOutput{Message: fmt.Sprintf("attached disk `%s` to `%s` in deployment `%s`", dd.Name, vm.CID, inst.Deployment),
+			Result: DiskResult{DiskCID: dd.CID}}, nil
+	}
+	return jobOutput{Message: fmt.Sprintf("attached disk `%s` to vm `%s` in deployment `%s`", dd.Name, vm.CID, inst.Deployment)}, nil
+}
+
+// checkAttachable refuses, as upstream's attach does, a disk in another AZ,
+// of another deployment, or of another CPI than the instance's VM.
+func checkAttachable(dd DynamicDisk, inst Instance, vm VM) error {
+	if dd.AZ != "" && inst.AZ != "" && dd.AZ != inst.AZ {
+		return taskError("disk `%s` is in AZ `%s` but instance `%s` is in AZ `%s`", dd.Name, dd.AZ, inst.ID, inst.AZ)
+	}
+	if dd.Deployment != "" && dd.Deployment != inst.Deployment {
+		return taskError("disk `%s` belongs to deployment `%s` and cannot be attached to deployment `%s`", dd.Name, dd.Deployment, inst.Deployment)
+	}
+	if dd.CPI != "" && dd.CPI != vm.CPI {
+		return taskError("disk `%s` uses CPI `%s` but target vm uses CPI `%s`", dd.Name, dd.CPI, vm.CPI)
+	}
+	return nil
 }
 
 func (j *job) createDynamicDisk(req CreateDiskRequest) (any, error) {
 	d := j.d
-	spec := diskSpec{name: req.DiskName, pool: req.DiskPoolName, sizeMiB: req.DiskSize, deployment: req.Deployment}
+	if _, ok, err := d.dynamicDisk(req.DiskName); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, taskError("disk `%s` already exists", req.DiskName)
+	}
+	spec := diskSpec{name: req.DiskName, pool: req.DiskPoolName, sizeMiB: req.DiskSize, deployment: req.Deployment, az: req.AZ}
 	if req.InstanceID != "" {
-		inst, err := d.instance(req.InstanceID)
+		inst, vm, err := j.activeVM(req.InstanceID)
 		if err != nil {
 			return nil, err
 		}
-		spec.deployment, spec.az = inst.Deployment, inst.AZ
-		if inst.VMCID != "" {
-			if vm, ok, err := d.vm(inst.VMCID); err == nil && ok {
-				spec.vm = vm
-			}
+		if spec.deployment != "" && spec.deployment != inst.Deployment {
+			return nil, taskError("instance `%s` is not in deployment `%s`", inst.ID, spec.deployment)
 		}
+		if spec.az != "" && spec.az != inst.AZ {
+			return nil, taskError("instance `%s` is in AZ `%s`, not `%s`", inst.ID, inst.AZ, spec.az)
+		}
+		spec.deployment, spec.az, spec.vm = inst.Deployment, inst.AZ, vm
+	} else {
+		if err := d.checkDeployment(spec.deployment); errors.Is(err, ErrNotFound) {
+			return nil, taskError("deployment `%s` not found", spec.deployment)
+		} else if err != nil {
+			return nil, err
+		}
+		vm, ok, err := j.activeVMInAZ(spec.deployment, spec.az)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, taskError("no active VM found in deployment `%s` in AZ `%s`", spec.deployment, spec.az)
+		}
+		spec.vm = vm
 	}
+	dt, err := j.diskType(req.DiskPoolName)
+	if err != nil {
+		return nil, err
+	}
+	spec.dt = dt
 	if err := j.step("Locking", req.DiskName, func() error {
 		return j.lock(d.cfg.VMLockTimeout, j.diskLockNames(req.DiskName)...)
 	}); err != nil {
 		return nil, err
 	}
-	dd, exists, err := d.dynamicDisk(req.DiskName)
-	if err != nil {
+	if _, exists, err := d.dynamicDisk(req.DiskName); err != nil {
 		return nil, err
+	} else if exists {
+		return nil, taskError("disk `%s` already exists", req.DiskName)
 	}
-	if exists {
-		if dd.State != DiskReady {
-			return nil, conflict("dynamic disk %q is %s (task %d)", dd.Name, dd.State, dd.TaskID)
-		}
-		j.debugf("disk %q exists as %s: idempotent", dd.Name, dd.CID)
-		return DiskResult{DiskCID: dd.CID}, nil
-	}
-	if dd, err = j.createDisk(spec); err != nil {
+	dd, err := j.createDisk(spec)
+	if err != nil {
 		return nil, err
 	}
 	if err := j.setMetadata(&dd, req.Metadata, spec.vm.StemcellAPIVersion); err != nil {
 		return nil, err
 	}
-	return DiskResult{DiskCID: dd.CID}, nil
+	return jobOutput{Message: fmt.Sprintf("created disk `%s` in deployment `%s` in AZ `%s`", dd.Name, spec.deployment, spec.az),
+		Result: DiskResult{DiskCID: dd.CID}}, nil
+}
+
+// activeVMInAZ returns the VM of the first instance of deployment in az
+// that has one (upstream's find_active_vm_in_az).
+func (j *job) activeVMInAZ(deployment, az string) (VM, bool, error) {
+	insts, err := listAll[Instance](j.d.st, store.Instances, func(i *Instance) bool {
+		return i.Deployment == deployment && i.AZ == az && i.VMCID != ""
+	})
+	if err != nil {
+		return VM{}, false, err
+	}
+	for _, in := range insts {
+		if vm, ok, err := j.d.vm(in.VMCID); err != nil || ok {
+			return vm, ok, err
+		}
+	}
+	return VM{}, false, nil
 }
 
 type diskSpec struct {
 	name, pool     string
+	dt             DiskType
 	sizeMiB        int
 	deployment, az string
 	vm             VM // locality; zero for none
 }
 
-// createDisk calls create_disk and records the disk, unattached. In the
-// reference behaviour an intent row (state creating) is written first, under
-// the disk-name lock, so a crash leaves a trace; with NoDiskNameLock the
-// row is inserted after create_disk, as upstream, and a lost insert race
-// leaks the IaaS disk.
+// createDisk calls create_disk (cloud_properties: the disk type's, with
+// name = the disk name, as upstream) and records the disk, unattached. In
+// the reference behaviour an intent row (state creating) is written first,
+// under the disk-name lock, so a crash leaves a trace; with NoDiskNameLock
+// the row is inserted after create_disk, as upstream, and a lost insert
+// race leaks the IaaS disk.
 func (j *job) createDisk(s diskSpec) (DynamicDisk, error) {
 	d := j.d
-	cc, err := d.cloudConfig()
-	if err != nil {
-		return DynamicDisk{}, err
-	}
-	dt, ok := cc.diskType(s.pool)
-	if !ok {
-		return DynamicDisk{}, unprocessable("disk pool %q is not a disk_type of the cloud config", s.pool)
-	}
 	size := s.sizeMiB
-	if size == 0 {
-		size = dt.DiskSize
-	}
-	if size <= 0 {
-		return DynamicDisk{}, badField("disk_size", "must be > 0 MiB (disk type %q has no disk_size)", s.pool)
+	if size < 1 {
+		return DynamicDisk{}, validation(CodeValidationViolatedMin, "disk_size", "'disk_size' value (%d) should be greater than 1", size)
 	}
 	dd := DynamicDisk{Name: s.name, Deployment: s.deployment, DiskPoolName: s.pool, SizeMiB: size, AZ: s.az,
-		State: DiskCreating, TaskID: j.task.ID}
+		CPI: s.vm.CPI, State: DiskCreating, TaskID: j.task.ID}
 	ref := !j.knobs().NoDiskNameLock
 	if ref {
 		if err := j.update(func(tx store.Tx) error { return tx.Insert(store.DynamicDisks, s.name, dd) }); err != nil {
 			if errors.Is(err, store.ErrExists) {
-				return DynamicDisk{}, conflict("dynamic disk %q already exists", s.name)
+				return DynamicDisk{}, taskError("disk `%s` already exists", s.name)
 			}
 			return DynamicDisk{}, err
 		}
 	}
 	var cid cpiv2.DiskCID
-	err = j.step("Creating disk", s.name, func() error {
+	err := j.step("Creating disk", s.name, func() error {
 		var vmCID cpiv2.VMCID
 		if s.vm.CID != "" {
 			vmCID = cpiv2.MustCID[cpiv2.VMKind](s.vm.CID)
 		}
 		var err error
 		cid, err = d.cfg.CPI.CreateDisk(j.cpiCtx(s.vm.StemcellAPIVersion), cpiv2.CreateDiskArgs{
-			SizeMiB: size, CloudProperties: cloudProps(dt.CloudProperties), VMCID: vmCID})
+			SizeMiB: size, CloudProperties: cloudProps(s.dt.CloudProperties, map[string]any{"name": s.name}), VMCID: vmCID})
 		return err
 	})
 	if err != nil {
@@ -277,7 +396,8 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 		}
 		return fmt.Errorf("attach_disk %s to %s: %w", dd.CID, vm.CID, err)
 	}
-	dd.State, dd.VMCID, dd.InstanceID, dd.TaskID, dd.Hint = DiskReady, vm.CID, inst.ID, 0, nil
+	// As upstream, the disk takes the AZ of the instance it is attached to.
+	dd.State, dd.VMCID, dd.InstanceID, dd.TaskID, dd.Hint, dd.AZ = DiskReady, vm.CID, inst.ID, 0, nil, inst.AZ
 	if !hint.IsZero() {
 		b, err := json.Marshal(hint)
 		if err != nil {
@@ -289,20 +409,38 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 	return j.update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, rec) })
 }
 
-// setMetadata calls set_disk_metadata when meta is new or changed.
-func (j *job) setMetadata(dd *DynamicDisk, meta map[string]string, stemcellAPI int) error {
-	if len(meta) == 0 || maps.Equal(meta, dd.Metadata) {
+// setMetadata calls set_disk_metadata when meta is given and differs from
+// the disk's, as upstream's MetadataUpdater: the request's hash merged with
+// the director and deployment tags; NotImplemented is logged and ignored.
+// Values that are not strings are sent as their JSON text (the CPI wire
+// takes strings).
+func (j *job) setMetadata(dd *DynamicDisk, meta map[string]any, stemcellAPI int) error {
+	if meta == nil || reflect.DeepEqual(meta, dd.Metadata) {
 		return nil
 	}
+	tags := cpiv2.Metadata{}
+	for k, v := range meta {
+		if s, ok := v.(string); ok {
+			tags[k] = s
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("metadata %q: %w", k, err)
+		}
+		tags[k] = string(b)
+	}
+	tags["director"] = j.d.cfg.Name
+	tags["deployment"] = dd.Deployment
 	err := j.step("Setting disk metadata", dd.CID, func() error {
-		return j.d.cfg.CPI.SetDiskMetadata(j.cpiCtx(stemcellAPI), cpiv2.MustCID[cpiv2.DiskKind](dd.CID), meta)
+		return j.d.cfg.CPI.SetDiskMetadata(j.cpiCtx(stemcellAPI), cpiv2.MustCID[cpiv2.DiskKind](dd.CID), tags)
 	})
 	if errors.Is(err, cpiv2.ErrNotImplemented) {
 		j.debugf("set_disk_metadata not implemented by the CPI: skipped")
 	} else if err != nil {
 		return fmt.Errorf("set_disk_metadata %s: %w", dd.CID, err)
 	}
-	dd.Metadata = maps.Clone(meta)
+	dd.Metadata = meta
 	rec := *dd
 	return j.update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, rec) })
 }
@@ -355,19 +493,20 @@ func (j *job) detachDynamicDisk(req diskNameArgs) (any, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, notFound("dynamic disk %q not found", req.DiskName)
+		return nil, taskError("disk `%s` can not be found in the database", req.DiskName)
 	}
 	if dd.State != DiskReady {
 		return nil, conflict("dynamic disk %q is %s (task %d)", dd.Name, dd.State, dd.TaskID)
 	}
 	if !dd.Attached() {
 		j.debugf("disk %q is not attached: idempotent", dd.Name)
-		return DiskResult{DiskCID: dd.CID}, nil
+		return jobOutput{Message: fmt.Sprintf("disk `%s` was already detached", dd.CID)}, nil
 	}
+	vmCID := dd.VMCID
 	if err := j.detach(&dd, true); err != nil {
 		return nil, err
 	}
-	return DiskResult{DiskCID: dd.CID}, nil
+	return jobOutput{Message: fmt.Sprintf("detached disk `%s` from vm `%s`", dd.CID, vmCID)}, nil
 }
 
 // lockDisk takes the disk-name lock and, if withVM, the lock of the VM the
@@ -471,12 +610,12 @@ func (j *job) deleteDynamicDisk(req diskNameArgs) (any, error) {
 	}
 	if !ok {
 		j.debugf("disk %q does not exist: idempotent", req.DiskName)
-		return DiskResult{}, nil
+		return jobOutput{Message: fmt.Sprintf("disk with name `%s` was already deleted", req.DiskName)}, nil
 	}
 	if err := j.deleteDiskLocked(&dd); err != nil {
 		return nil, err
 	}
-	return DiskResult{DiskCID: dd.CID}, nil
+	return jobOutput{Message: fmt.Sprintf("deleted disk `%s`", dd.CID)}, nil
 }
 
 // deleteDiskLocked deletes a dynamic disk whose locks the job holds:
@@ -501,6 +640,19 @@ func (j *job) deleteDiskLocked(dd *DynamicDisk) error {
 			}
 		}
 		err := j.step("Deleting disk", dd.CID, func() error {
+			if j.knobs().DeleteChecksHasDisk {
+				has, err := d.cfg.CPI.HasDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
+				if errors.Is(err, cpiv2.ErrNotImplemented) {
+					has, err = true, nil // the CPI cannot tell: delete it
+				}
+				if err != nil {
+					return fmt.Errorf("has_disk %s: %w", dd.CID, err)
+				}
+				if !has {
+					j.debugf("has_disk %s: false; delete_disk not called", dd.CID)
+					return nil
+				}
+			}
 			err := j.settle("delete_disk", func() error {
 				return d.cfg.CPI.DeleteDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
 			})

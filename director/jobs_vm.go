@@ -137,7 +137,11 @@ func (j *job) createVM(inst *Instance) error {
 // (unless the agent is unresponsive and RecreateUnresponsiveSkipsDetach).
 // It returns the names of the disks it detached. The caller holds the
 // instance's locks (lockInstance).
-func (j *job) deleteVMOf(inst *Instance) ([]string, error) {
+func (j *job) deleteVMOf(inst *Instance) ([]string, error) { return j.deleteVMOfKeeping(inst, false) }
+
+// deleteVMOfKeeping is deleteVMOf; keepAttached skips the detach whatever
+// the agent answers (upstream's VM delete, Knobs.DeleteVMKeepsDisksAttached).
+func (j *job) deleteVMOfKeeping(inst *Instance, keepAttached bool) ([]string, error) {
 	d := j.d
 	if inst.VMCID == "" {
 		return nil, nil
@@ -162,11 +166,11 @@ func (j *job) deleteVMOf(inst *Instance) ([]string, error) {
 		return nil, err
 	}
 	var detached []string
-	skip := !responsive && j.knobs().RecreateUnresponsiveSkipsDetach
+	skip := keepAttached || (!responsive && j.knobs().RecreateUnresponsiveSkipsDetach)
 	for i := range attached {
 		dd := &attached[i]
 		if skip {
-			j.debugf("agent unresponsive: deleting %s with disk %s attached (RecreateUnresponsiveSkipsDetach)", vm.CID, dd.CID)
+			j.debugf("deleting %s with disk %s attached (agent responsive: %v; upstream VM delete)", vm.CID, dd.CID, responsive)
 			continue
 		}
 		if err := j.detach(dd, responsive); err != nil {
@@ -352,10 +356,10 @@ func (j *job) deleteVMJob(req deleteVMArgs) (any, error) {
 	if inst.VMCID != vm.CID {
 		return nil, conflict("VM %s is no longer the VM of instance %s", vm.CID, inst.ID)
 	}
-	if _, err := j.deleteVMOf(&inst); err != nil {
+	if _, err := j.deleteVMOfKeeping(&inst, j.knobs().DeleteVMKeepsDisksAttached); err != nil {
 		return nil, err
 	}
-	return map[string]string{"vm_cid": vm.CID}, nil
+	return jobOutput{Message: fmt.Sprintf("vm %s deleted", vm.CID), Result: map[string]string{"vm_cid": vm.CID}}, nil
 }
 
 type deploymentArgs struct {
@@ -379,7 +383,7 @@ func (j *job) deleteDeployment(req deploymentArgs) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := j.deleteVMOf(inst); err != nil {
+		if _, err := j.deleteVMOfKeeping(inst, j.knobs().DeleteVMKeepsDisksAttached); err != nil {
 			release()
 			return nil, err
 		}

@@ -1,10 +1,17 @@
 package director
 
-import "fmt"
+import (
+	"fmt"
 
-// Knobs are the director's behaviour choices behind the upstream races of
-// CONTRACTS §7. The zero value is the reference (safe) behaviour; each true
-// field reproduces one upstream behaviour. Profile returns the named sets.
+	"github.com/cpilab/cpilab/cpiv2"
+)
+
+// Knobs are the director's behaviour choices where cpilab deliberately
+// differs from the upstream Director: the races of docs/upstream.md and the
+// API details where cpilab is stricter or kinder. The zero value is the
+// reference (safe) behaviour; each true field restores one upstream
+// behaviour. Profile returns the named sets; docs/upstream.md lists every
+// field with upstream's file.
 type Knobs struct {
 	// NoDiskNameLock (races a, b): provide, create, attach, detach and
 	// delete take no lock on the disk name. Two concurrent provides of one
@@ -52,12 +59,63 @@ type Knobs struct {
 	// or delete_disk is taken at its word: the record is restored and the
 	// task fails, although the IaaS may have applied the call and only the
 	// response was lost, leaving the director's records and the IaaS apart.
-	// Reference: those calls are idempotent by contract (CONTRACTS §3;
+	// Reference: those calls are idempotent by contract (the CPI contract;
 	// google CPI 280), so an error that leaves the outcome in doubt is
 	// retried (InDoubtTries in all), and the retry settles it: the work is
 	// done, or DiskNotAttached / DiskNotFound / the existing attachment
 	// says it was.
 	TrustCPIErrors bool
+	// DeleteVMKeepsDisksAttached: DELETE /vms/:cid and the instances of a
+	// deployment delete call delete_vm with the instance's disks still
+	// attached, even when the agent answers (upstream vm_deleter.rb
+	// delete_for_instance with async false: DeleteVmStep alone). The VM's
+	// dynamic disk records lose their attachment (the FK's ON DELETE SET
+	// NULL). Reference: the CPI detaches every dynamic disk first, and the
+	// agent removes its links when it answers.
+	DeleteVMKeepsDisksAttached bool
+	// DeleteChecksHasDisk: DELETE /dynamic_disks/:name calls has_disk and
+	// then delete_disk only when it answered true (upstream
+	// delete_dynamic_disk.rb). Reference: delete_disk alone, DiskNotFound
+	// taken as done, so no window opens between the two calls.
+	DeleteChecksHasDisk bool
+	// DiskScopesCannotReadTasks: a token holding only dynamic-disk scopes
+	// gets 401 on GET /tasks/:id (upstream tasks_controller.rb needs
+	// bosh.read or admin). Reference: it may read the tasks it queued, so a
+	// disk-only client can follow its own work.
+	DiskScopesCannotReadTasks bool
+	// AnyDiskName: a disk name is any non-empty string (upstream
+	// safe_property min_length 1). Reference: 1 to 255 bytes of printable
+	// UTF-8 without path characters, NUL, spaces, "." or ".." (400), since
+	// a name is also a path segment of the API.
+	AnyDiskName bool
+	// MalformedJSONServerError: a request body that is not JSON answers 500
+	// with an empty body (upstream's JSON.parse raises outside its
+	// DirectorError handling). Reference: 400 naming the body.
+	MalformedJSONServerError bool
+	// V2InfoErrorMeansV1: speaking CPI as a v2-era Director
+	// (cpiv2.ProfileDirectorV2), any error from info means a CPI of
+	// api_version 1 (upstream cloud_factory.rb at e98be8082d rescued every
+	// error). Reference: only NotImplemented means version 1; any other
+	// info error fails the call, since a CPI that cannot answer info is not
+	// known to speak version 1. See CPIProfile.
+	V2InfoErrorMeansV1 bool
+	// LenientCPIWire: read a CPI's output as upstream's Director does: a
+	// response with duplicate keys (the last wins) or invalid UTF-8 is
+	// accepted, and the call waits until every process holding the CPI's
+	// stdout or stderr has closed it (external_cpi.rb, Open3). Reference:
+	// such responses are invalid, and the CPI's leftover children are killed
+	// WaitDelay after it exits (cpiv2.LenientJSON, cpiv2.WaitForPipes).
+	LenientCPIWire bool
+}
+
+// CPIProfile returns the caller profile the director speaks CPI with under
+// k: p itself, or for director-v2 with V2InfoErrorMeansV1, p taking any
+// info error as api_version 1.
+func CPIProfile(k Knobs, p cpiv2.Profile) cpiv2.Profile {
+	if k.V2InfoErrorMeansV1 && p.Name == cpiv2.ProfileDirectorV2.Name {
+		p.AnyInfoErrorMeansV1 = true
+	}
+	return p
 }
 
 // Profile names.
@@ -83,6 +141,13 @@ func Profile(name string) (Knobs, error) {
 			SwallowUnknownMessage:           true,
 			ZeroDynamicDiskWorkers:          true,
 			TrustCPIErrors:                  true,
+			DeleteVMKeepsDisksAttached:      true,
+			DeleteChecksHasDisk:             true,
+			DiskScopesCannotReadTasks:       true,
+			AnyDiskName:                     true,
+			MalformedJSONServerError:        true,
+			V2InfoErrorMeansV1:              true,
+			LenientCPIWire:                  true,
 		}, nil
 	}
 	return Knobs{}, fmt.Errorf("director: unknown profile %q (want %q or %q)", name, ProfileReference, ProfileUpstream)

@@ -1,6 +1,7 @@
 package director_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -8,12 +9,13 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/agent"
+	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
 	"github.com/cpilab/cpilab/fakeiaas"
 )
 
-// Each test runs one race of CONTRACTS §7 under the reference knobs and
+// Each test runs one race of docs/upstream.md under the reference knobs and
 // with the one knob that reproduces upstream, and checks both outcomes
 // against the fake cloud (the oracle) and the agents' VM roots.
 
@@ -68,7 +70,7 @@ func TestKnobNoDiskNameLockDoubleAttach(t *testing.T) {
 	// attach calls then counts the provides that reached the IaaS.
 	bothWays(t, func(k *director.Knobs) { k.NoDiskNameLock, k.TrustCPIErrors = true, true }, func(t *testing.T, upstream bool, k director.Knobs) {
 		w := newWorld(t, worldOpts{knobs: k})
-		w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: "d", DiskPoolName: "small", InstanceID: w.insts[0].ID}))
+		w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskSize: 4, DiskName: "d", DiskPoolName: "small", InstanceID: w.insts[0].ID}))
 		rule := w.pauseRule(fakeiaas.OpAttachDisk, "")
 		id1, err1 := w.provide("d", 0)
 		id2, err2 := w.provide("d", 1)
@@ -319,6 +321,66 @@ func TestKnobTrustCPIErrors(t *testing.T) {
 		}
 		if task.State != director.TaskDone || rec.VMCID != "" || w.linked(vm, dd.CID) {
 			t.Fatalf("reference: task %s, record on %q, link present %v; want done, detached, unlinked", task.State, rec.VMCID, w.linked(vm, dd.CID))
+		}
+	})
+}
+
+// (j) DELETE /vms/:cid with a responsive agent.
+func TestKnobDeleteVMKeepsDisksAttached(t *testing.T) {
+	bothWays(t, func(k *director.Knobs) { k.DeleteVMKeepsDisksAttached = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+		w := newWorld(t, worldOpts{knobs: k})
+		w.done(w.provide("d", 0))
+		dd, _ := w.disk("d")
+		vm := w.instance(0).VMCID
+		w.done(w.d.DeleteVM("admin", vm))
+		detaches := w.history(fakeiaas.OpDetachDisk, vm)
+		if upstream && detaches != 0 {
+			t.Fatalf("upstream: %d detach_disk calls for %s; want 0 (delete_vm with the disk attached, agent answering)", detaches, dd.CID)
+		}
+		if !upstream && detaches != 1 {
+			t.Fatalf("reference: %d detach_disk calls for %s; want 1 before delete_vm", detaches, dd.CID)
+		}
+		if got, _ := w.disk("d"); got.Attached() {
+			t.Fatalf("after delete-vm the record says attached to %s", got.VMCID)
+		}
+	})
+}
+
+// hasDiskCounter counts the director's has_disk calls.
+type hasDiskCounter struct {
+	director.CPI
+	mu sync.Mutex
+	n  int
+}
+
+func (c *hasDiskCounter) HasDisk(ctx context.Context, cid cpiv2.DiskCID) (bool, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.CPI.HasDisk(ctx, cid)
+}
+
+// DELETE /dynamic_disks/:name: upstream asks has_disk first.
+func TestKnobDeleteChecksHasDisk(t *testing.T) {
+	bothWays(t, func(k *director.Knobs) { k.DeleteChecksHasDisk = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+		counter := &hasDiskCounter{}
+		w := newWorld(t, worldOpts{knobs: k, configure: func(c *director.Config) { counter.CPI = c.CPI; c.CPI = counter }})
+		w.done(w.provide("d", 0))
+		dd, _ := w.disk("d")
+		w.done(w.d.DetachDynamicDisk("admin", "d"))
+		w.done(w.d.DeleteDynamicDisk("admin", "d"))
+		counter.mu.Lock()
+		has := counter.n
+		counter.mu.Unlock()
+		deletes := w.history(fakeiaas.OpDeleteDisk, dd.CID)
+		if upstream && (has != 1 || deletes != 1) {
+			t.Fatalf("upstream: %d has_disk and %d delete_disk calls; want 1 and 1", has, deletes)
+		}
+		if !upstream && (has != 0 || deletes != 1) {
+			t.Fatalf("reference: %d has_disk and %d delete_disk calls; want 0 and 1", has, deletes)
+		}
+		if _, ok := w.iaasDisk(dd.CID); ok {
+			t.Fatal("the IaaS still has the disk")
 		}
 	})
 }

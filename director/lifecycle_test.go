@@ -10,7 +10,7 @@ import (
 	"github.com/cpilab/cpilab/director/lab"
 )
 
-// CONTRACTS §6: provide creates, attaches and links; provide again is
+// Dynamic disks: provide creates, attaches and links; provide again is
 // idempotent; detach unlinks and is idempotent; delete is idempotent.
 func TestProvideDetachDeleteLifecycle(t *testing.T) {
 	w := newWorld(t, worldOpts{})
@@ -69,25 +69,30 @@ func TestProvideDetachDeleteLifecycle(t *testing.T) {
 
 func TestCreateThenAttachAndMetadata(t *testing.T) {
 	w := newWorld(t, worldOpts{})
-	task := w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: "c1", DiskPoolName: "fast",
-		InstanceID: w.insts[0].ID, Metadata: map[string]string{"owner": "t"}}))
+	task := w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskSize: 4, DiskName: "c1", DiskPoolName: "fast",
+		InstanceID: w.insts[0].ID, Metadata: map[string]any{"owner": "t"}}))
 	dd, _ := w.disk("c1")
-	if dd.Attached() || dd.SizeMiB != 1024 {
-		t.Fatalf("created disk %+v; want unattached, 1024 MiB from the disk type", dd)
+	if dd.Attached() || dd.SizeMiB != 4 {
+		t.Fatalf("created disk %+v; want unattached, 4 MiB as asked", dd)
 	}
 	if d, ok := w.iaasDisk(dd.CID); !ok || d.Metadata["owner"] != "t" {
 		t.Fatalf("IaaS disk metadata %v, want owner=t", d.Metadata)
 	}
 	_ = task
-	w.done(w.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: "c1", InstanceID: w.insts[1].ID}))
-	if d, _ := w.iaasDisk(dd.CID); d.VMCID.String() != w.instance(1).VMCID {
+	// Upstream's attach refuses an instance in another AZ.
+	if task := w.failed(w.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: "c1", InstanceID: w.insts[1].ID})); !strings.Contains(task.Error, "is in AZ `z1` but instance") {
+		t.Fatalf("attach across AZs: %q", task.Error)
+	}
+	w.done(w.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: "c1", InstanceID: w.insts[0].ID}))
+	if d, _ := w.iaasDisk(dd.CID); d.VMCID.String() != w.instance(0).VMCID {
 		t.Fatalf("attach put the disk on %s", d.VMCID)
 	}
 	w.failed(w.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: "missing", InstanceID: w.insts[1].ID}))
-	// Metadata changes → set_disk_metadata.
-	w.done(w.d.Provide("admin", director.ProvideRequest{DiskName: "c1", DiskPoolName: "fast", InstanceID: w.insts[1].ID,
-		Metadata: map[string]string{"owner": "u"}}))
-	if d, _ := w.iaasDisk(dd.CID); d.Metadata["owner"] != "u" {
+	// Metadata changes → set_disk_metadata, with the director and
+	// deployment tags merged in; any JSON value.
+	w.done(w.d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: "c1", DiskPoolName: "fast", InstanceID: w.insts[0].ID,
+		Metadata: map[string]any{"owner": "u", "n": 2}}))
+	if d, _ := w.iaasDisk(dd.CID); d.Metadata["owner"] != "u" || d.Metadata["n"] != "2" || d.Metadata["director"] != "cpilab" || d.Metadata["deployment"] != "workers" {
 		t.Fatalf("metadata after change %v", d.Metadata)
 	}
 }
@@ -99,21 +104,32 @@ func TestBadRequests(t *testing.T) {
 		status error
 		field  string
 	}{
-		{director.ProvideRequest{DiskName: "a/b", DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_name"},
-		{director.ProvideRequest{DiskName: "a\x00b", DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_name"},
-		{director.ProvideRequest{DiskName: "..", DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_name"},
-		{director.ProvideRequest{DiskName: string(make([]byte, 300)), DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_name"},
+		{director.ProvideRequest{DiskSize: 4, DiskName: "a/b", DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_name"},
+		{director.ProvideRequest{DiskSize: 4, DiskName: "a\x00b", DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_name"},
+		{director.ProvideRequest{DiskSize: 4, DiskName: "..", DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_name"},
+		{director.ProvideRequest{DiskSize: 4, DiskName: string(make([]byte, 300)), DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_name"},
 		{director.ProvideRequest{DiskName: "ok", DiskSize: -1, DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_size"},
-		{director.ProvideRequest{DiskName: "ok", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_pool_name"},
-		{director.ProvideRequest{DiskName: "ok", DiskPoolName: "small"}, director.ErrBadRequest, "instance_id"},
-		{director.ProvideRequest{DiskName: "ok", DiskPoolName: "nope", InstanceID: w.insts[0].ID}, director.ErrUnprocessable, ""},
-		{director.ProvideRequest{DiskName: "ok", DiskPoolName: "small", InstanceID: "no-such"}, director.ErrNotFound, ""},
+		{director.ProvideRequest{DiskSize: 4, DiskName: "ok", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_pool_name"},
+		{director.ProvideRequest{DiskSize: 4, DiskName: "ok", DiskPoolName: "small"}, director.ErrBadRequest, "instance_id"},
+		{director.ProvideRequest{DiskSize: 0, DiskName: "ok", DiskPoolName: "small", InstanceID: w.insts[0].ID}, director.ErrBadRequest, "disk_size"},
 	}
 	for _, c := range cases {
 		_, err := w.d.Provide("admin", c.req)
 		var e *director.Error
 		if !errors.Is(err, c.status) || !errors.As(err, &e) || e.Field != c.field {
 			t.Errorf("Provide(%+v) = %v; want status %v, field %q", c.req, err, c.status, c.field)
+		}
+	}
+	// What the request names is looked up by the task (upstream).
+	for _, c := range []struct {
+		req  director.ProvideRequest
+		want string
+	}{
+		{director.ProvideRequest{DiskSize: 4, DiskName: "ok", DiskPoolName: "nope", InstanceID: w.insts[0].ID}, "Could not find disk pool by name `nope`"},
+		{director.ProvideRequest{DiskSize: 4, DiskName: "ok", DiskPoolName: "small", InstanceID: "no-such"}, "instance `no-such` not found"},
+	} {
+		if task := w.failed(w.d.Provide("admin", c.req)); task.Error != c.want {
+			t.Errorf("Provide(%+v): task error %q; want %q", c.req, task.Error, c.want)
 		}
 	}
 }

@@ -39,13 +39,18 @@ type Task struct {
 	Deployment  string          `json:"deployment,omitempty"`
 	User        string          `json:"user"`
 	Args        json.RawMessage `json:"args,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Error       string          `json:"error,omitempty"`
-	CreatedAt   time.Time       `json:"created_at"`
-	StartedAt   time.Time       `json:"started_at,omitzero"`
-	EndedAt     time.Time       `json:"ended_at,omitzero"`
-	Events      []TaskEvent     `json:"events,omitempty"`
-	Debug       []string        `json:"debug,omitempty"`
+	// Result is the task's result file (GET /tasks/:id/output?type=result):
+	// {"disk_cid"} for provide and create, none for the other disk jobs.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Message is what the job returned on success (the API's "result").
+	Message string `json:"message,omitempty"`
+	// Error is why it failed.
+	Error     string      `json:"error,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	StartedAt time.Time   `json:"started_at,omitzero"`
+	EndedAt   time.Time   `json:"ended_at,omitzero"`
+	Events    []TaskEvent `json:"events,omitempty"`
+	Debug     []string    `json:"debug,omitempty"`
 }
 
 // TaskEvent is one line of a task's event log.
@@ -110,6 +115,9 @@ type VM struct {
 	Deployment string `json:"deployment"`
 	// StemcellAPIVersion is sent in the context of every CPI call about it.
 	StemcellAPIVersion int `json:"stemcell_api_version"`
+	// CPI names the CPI config the VM lives on; "" for the director's one
+	// CPI (cpilab has no multi-CPI).
+	CPI string `json:"cpi,omitempty"`
 }
 
 // DiskState is where a dynamic disk is in its life; anything but ready
@@ -128,14 +136,15 @@ const (
 // DynamicDisk is a disk managed through the dynamic_disks API. Name is
 // unique (the store key).
 type DynamicDisk struct {
-	Name         string            `json:"name"`
-	CID          string            `json:"disk_cid,omitempty"`
-	Deployment   string            `json:"deployment"`
-	DiskPoolName string            `json:"disk_pool_name"`
-	SizeMiB      int               `json:"size"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
-	AZ           string            `json:"availability_zone,omitempty"`
-	State        DiskState         `json:"state"`
+	Name         string         `json:"name"`
+	CID          string         `json:"disk_cid,omitempty"`
+	Deployment   string         `json:"deployment"`
+	DiskPoolName string         `json:"disk_pool_name"`
+	SizeMiB      int            `json:"size"`
+	Metadata     map[string]any `json:"metadata,omitempty"`
+	AZ           string         `json:"availability_zone,omitempty"`
+	CPI          string         `json:"cpi,omitempty"`
+	State        DiskState      `json:"state"`
 	// InstanceID and VMCID name the attachment; both "" when detached.
 	InstanceID string          `json:"instance_id,omitempty"`
 	VMCID      string          `json:"vm_cid,omitempty"`

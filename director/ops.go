@@ -11,131 +11,115 @@ import (
 // task ID; the HTTP API and the simulator call them alike. A refused request
 // returns an *Error (400 naming the field, 404, 422).
 
-func validateDiskName(field, name string) error {
+// checkDiskName checks a disk name: upstream takes any non-empty string;
+// the reference director also refuses names a path segment cannot carry
+// (see ValidDiskName), unless Knobs.AnyDiskName.
+func (d *Director) checkDiskName(name string) error {
+	if name == "" {
+		return validation(CodeValidationViolatedMin, "disk_name", "'disk_name' length (0) should be greater than 1")
+	}
+	if d.cfg.Knobs.AnyDiskName {
+		return nil
+	}
 	if err := validName(name); err != nil {
-		return badField(field, "%v", err)
+		return validation(CodeValidationInvalid, "disk_name", "'disk_name' %v", err)
 	}
 	return nil
 }
 
-func (d *Director) checkInstance(id string) (Instance, error) {
-	if id == "" {
-		return Instance{}, badField("instance_id", "is required")
-	}
-	return d.instance(id)
-}
-
-func (d *Director) checkPool(pool string) error {
-	if pool == "" {
-		return badField("disk_pool_name", "is required")
-	}
-	cc, err := d.cloudConfig()
-	if err != nil {
-		return err
-	}
-	if _, ok := cc.diskType(pool); !ok {
-		return unprocessable("disk pool %q is not a disk_type of the cloud config", pool)
-	}
-	return nil
-}
-
-func checkMetadata(m map[string]string) error {
-	for k := range m {
-		if k == "" {
-			return badField("metadata", "keys must not be empty")
+// required checks that string properties are set (the HTTP API has already
+// checked them; the simulator calls the operations directly).
+func required(props ...[2]string) error {
+	for _, p := range props {
+		if p[1] == "" {
+			return validation(CodeValidationMissing, p[0], "Required property '%s' was not specified", p[0])
 		}
 	}
 	return nil
 }
 
-// Provide queues POST /dynamic_disks/provide.
+func checkSize(size int) error {
+	if size < 1 {
+		return validation(CodeValidationViolatedMin, "disk_size", "'disk_size' value (%d) should be greater than 1", size)
+	}
+	return nil
+}
+
+// deploymentOf is the deployment of an instance for the task's record; ""
+// when the instance is unknown (the task will say so).
+func (d *Director) deploymentOf(instanceID string) string {
+	if in, err := d.instance(instanceID); err == nil {
+		return in.Deployment
+	}
+	return ""
+}
+
+// Provide queues POST /dynamic_disks/provide. Only the request itself is
+// checked here (400); a missing instance, VM or disk pool fails the task,
+// as upstream.
 func (d *Director) Provide(user string, req ProvideRequest) (int64, error) {
-	if err := validateDiskName("disk_name", req.DiskName); err != nil {
+	if err := required([2]string{"instance_id", req.InstanceID}, [2]string{"disk_pool_name", req.DiskPoolName}); err != nil {
 		return 0, err
 	}
-	if req.DiskSize < 0 {
-		return 0, badField("disk_size", "must be ≥ 0 MiB; got %d", req.DiskSize)
-	}
-	if err := checkMetadata(req.Metadata); err != nil {
+	if err := d.checkDiskName(req.DiskName); err != nil {
 		return 0, err
 	}
-	if err := d.checkPool(req.DiskPoolName); err != nil {
+	if err := checkSize(req.DiskSize); err != nil {
 		return 0, err
 	}
-	inst, err := d.checkInstance(req.InstanceID)
-	if err != nil {
-		return 0, err
-	}
-	return d.enqueue(user, jobProvide, inst.Deployment, fmt.Sprintf("provide dynamic disk %s to %s", req.DiskName, req.InstanceID), req)
+	return d.enqueue(user, jobProvide, d.deploymentOf(req.InstanceID), "provide dynamic disk", req)
 }
 
-// CreateDynamicDisk queues POST /dynamic_disks.
+// CreateDynamicDisk queues POST /dynamic_disks. A missing deployment, AZ
+// VM or disk pool, or an existing name, fails the task, as upstream.
 func (d *Director) CreateDynamicDisk(user string, req CreateDiskRequest) (int64, error) {
-	if err := validateDiskName("disk_name", req.DiskName); err != nil {
-		return 0, err
-	}
-	if req.DiskSize < 0 {
-		return 0, badField("disk_size", "must be ≥ 0 MiB; got %d", req.DiskSize)
-	}
-	if err := checkMetadata(req.Metadata); err != nil {
-		return 0, err
-	}
-	if err := d.checkPool(req.DiskPoolName); err != nil {
-		return 0, err
-	}
-	switch {
-	case req.InstanceID != "":
-		inst, err := d.checkInstance(req.InstanceID)
-		if err != nil {
+	if req.InstanceID == "" {
+		if err := required([2]string{"deployment_name", req.Deployment}, [2]string{"az", req.AZ}); err != nil {
 			return 0, err
 		}
-		req.Deployment = inst.Deployment
-	case req.Deployment != "":
-		var dep Deployment
-		var ok bool
-		if err := d.st.View(func(tx store.Tx) error {
-			var err error
-			ok, err = tx.Get(store.Deployments, req.Deployment, &dep)
-			return err
-		}); err != nil {
-			return 0, err
-		}
-		if !ok {
-			return 0, notFound("deployment %q not found", req.Deployment)
-		}
-	default:
-		return 0, badField("instance_id", "instance_id or deployment_name is required")
 	}
-	return d.enqueue(user, jobCreate, req.Deployment, "create dynamic disk "+req.DiskName, req)
+	if err := d.checkDiskName(req.DiskName); err != nil {
+		return 0, err
+	}
+	if err := required([2]string{"disk_pool_name", req.DiskPoolName}); err != nil {
+		return 0, err
+	}
+	if err := checkSize(req.DiskSize); err != nil {
+		return 0, err
+	}
+	dep := req.Deployment
+	if dep == "" {
+		dep = d.deploymentOf(req.InstanceID)
+	}
+	return d.enqueue(user, jobCreate, dep, "create dynamic disk", req)
 }
 
 // AttachDynamicDisk queues POST /dynamic_disks/:disk_name/attach.
 func (d *Director) AttachDynamicDisk(user string, req AttachRequest) (int64, error) {
-	if err := validateDiskName("disk_name", req.DiskName); err != nil {
+	if err := d.checkDiskName(req.DiskName); err != nil {
 		return 0, err
 	}
-	inst, err := d.checkInstance(req.InstanceID)
-	if err != nil {
+	if err := required([2]string{"instance_id", req.InstanceID}); err != nil {
 		return 0, err
 	}
-	return d.enqueue(user, jobAttach, inst.Deployment, fmt.Sprintf("attach dynamic disk %s to %s", req.DiskName, req.InstanceID), req)
+	return d.enqueue(user, jobAttach, d.deploymentOf(req.InstanceID), "attach dynamic disk", req)
 }
 
 // DetachDynamicDisk queues POST /dynamic_disks/:disk_name/detach. An unknown
-// name queues a task that fails (CONTRACTS §6: "unknown name → fail").
+// name queues a task that fails, as upstream.
 func (d *Director) DetachDynamicDisk(user, name string) (int64, error) {
-	if err := validateDiskName("disk_name", name); err != nil {
+	if err := d.checkDiskName(name); err != nil {
 		return 0, err
 	}
-	return d.enqueue(user, jobDetach, "", "detach dynamic disk "+name, diskNameArgs{DiskName: name})
+	return d.enqueue(user, jobDetach, "", "detach dynamic disk", diskNameArgs{DiskName: name})
 }
 
 // DeleteDynamicDisk queues DELETE /dynamic_disks/:disk_name.
 func (d *Director) DeleteDynamicDisk(user, name string) (int64, error) {
-	if err := validateDiskName("disk_name", name); err != nil {
+	if err := d.checkDiskName(name); err != nil {
 		return 0, err
 	}
-	return d.enqueue(user, jobDelete, "", "delete dynamic disk "+name, diskNameArgs{DiskName: name})
+	return d.enqueue(user, jobDelete, "", "delete dynamic disk", diskNameArgs{DiskName: name})
 }
 
 // DynamicDisks lists the dynamic disks, by name.
@@ -239,7 +223,10 @@ func (d *Director) ChangeInstanceState(user string, req InstanceStateRequest) (i
 	default:
 		return 0, badField("state", "must be started, stopped, restart or recreate; got %q", req.State)
 	}
-	inst, err := d.checkInstance(req.InstanceID)
+	if req.InstanceID == "" {
+		return 0, badField("instance_id", "is required")
+	}
+	inst, err := d.instance(req.InstanceID)
 	if err != nil {
 		return 0, err
 	}

@@ -13,9 +13,15 @@ import (
 	"github.com/cpilab/cpilab/director/lab"
 )
 
-// The model of the dynamic disks API (CONTRACTS §6): per disk name, whether
-// it exists and which instance it is attached to (-1: none).
-type diskModel map[string]int // name → instance index, -1 detached; absent: no disk
+// The model of the dynamic disks API (upstream's jobs): per
+// disk name, whether it exists, which instance it is attached to (-1: none)
+// and its AZ (set by create and by every attach, checked by attach).
+type diskModel map[string]diskState
+
+type diskState struct {
+	at int
+	az string
+}
 
 type apiOp struct {
 	kind string // provide, create, attach, detach, delete
@@ -25,29 +31,31 @@ type apiOp struct {
 
 func (o apiOp) String() string { return fmt.Sprintf("%s(%s,%d)", o.kind, o.name, o.inst) }
 
-// apply runs op on m and reports whether the API must succeed.
-func (m diskModel) apply(o apiOp) bool {
-	at, exists := m[o.name]
+// apply runs op on m and reports whether the API must succeed; azs are the
+// instances' AZs.
+func (m diskModel) apply(o apiOp, azs []string) bool {
+	d, exists := m[o.name]
 	switch o.kind {
 	case "provide":
-		if exists && at >= 0 && at != o.inst {
+		if exists && d.at >= 0 && d.at != o.inst {
 			return false
 		}
-		m[o.name] = o.inst
+		m[o.name] = diskState{o.inst, azs[o.inst]}
 	case "create":
-		if !exists {
-			m[o.name] = -1
-		}
-	case "attach":
-		if !exists || (at >= 0 && at != o.inst) {
+		if exists { // upstream: "disk `<name>` already exists"
 			return false
 		}
-		m[o.name] = o.inst
+		m[o.name] = diskState{-1, azs[o.inst]}
+	case "attach":
+		if !exists || (d.at >= 0 && d.at != o.inst) || (d.az != "" && d.az != azs[o.inst]) {
+			return false
+		}
+		m[o.name] = diskState{o.inst, azs[o.inst]}
 	case "detach":
 		if !exists {
 			return false
 		}
-		m[o.name] = -1
+		m[o.name] = diskState{-1, d.az}
 	case "delete":
 		delete(m, o.name)
 	}
@@ -56,7 +64,7 @@ func (m diskModel) apply(o apiOp) bool {
 
 // linearizable reports whether some serial order of the concurrent ops
 // gives their observed outcomes and the observed final state.
-func linearizable(start diskModel, ops []apiOp, ok []bool, final diskModel) (string, bool) {
+func linearizable(start diskModel, ops []apiOp, ok []bool, final diskModel, azs []string) (string, bool) {
 	idx := make([]int, len(ops))
 	for i := range idx {
 		idx[i] = i
@@ -70,7 +78,7 @@ func linearizable(start diskModel, ops []apiOp, ok []bool, final diskModel) (str
 				m[n] = v
 			}
 			for _, i := range idx {
-				if m.apply(ops[i]) != ok[i] {
+				if m.apply(ops[i], azs) != ok[i] {
 					return false
 				}
 			}
@@ -106,6 +114,10 @@ func TestDynamicDisksAPIStateMachine(t *testing.T) {
 	w := newWorld(t, worldOpts{instances: 3, lab: func(c *lab.Config) { c.AgentTaskPollInterval = time.Millisecond },
 		configure: func(c *director.Config) { c.DynamicDiskWorkers = 4 }})
 	names := []string{"r0", "r1", "r2"}
+	var azs []string
+	for i := range w.insts {
+		azs = append(azs, w.instance(i).AZ)
+	}
 	checks := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		for _, n := range names { // a clean slate for each check
@@ -127,9 +139,9 @@ func TestDynamicDisksAPIStateMachine(t *testing.T) {
 				inst := w.insts[o.inst].ID
 				switch o.kind {
 				case "provide":
-					ids[i], err = w.d.Provide("admin", director.ProvideRequest{DiskName: o.name, DiskPoolName: "small", InstanceID: inst})
+					ids[i], err = w.d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: o.name, DiskPoolName: "small", InstanceID: inst})
 				case "create":
-					ids[i], err = w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: o.name, DiskPoolName: "small", InstanceID: inst})
+					ids[i], err = w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskSize: 4, DiskName: o.name, DiskPoolName: "small", InstanceID: inst})
 				case "attach":
 					ids[i], err = w.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: o.name, InstanceID: inst})
 				case "detach":
@@ -151,7 +163,7 @@ func TestDynamicDisksAPIStateMachine(t *testing.T) {
 				tasks[i], ok[i] = task, task.State == director.TaskDone
 			}
 			final := w.observe(rt)
-			if why, good := linearizable(model, ops, ok, final); !good {
+			if why, good := linearizable(model, ops, ok, final, azs); !good {
 				var outcomes []string
 				for i := range ops {
 					outcomes = append(outcomes, fmt.Sprintf("%v=%v(%s)", ops[i], ok[i], tasks[i].Error))
@@ -189,7 +201,7 @@ func (w *world) observe(rt *rapid.T) diskModel {
 		if iaas.VMCID.String() != dd.VMCID {
 			rt.Fatalf("disk %s: record on VM %q, IaaS on %q", dd.Name, dd.VMCID, iaas.VMCID)
 		}
-		m[dd.Name] = -1
+		m[dd.Name] = diskState{-1, dd.AZ}
 		if dd.Attached() {
 			idx := slices.IndexFunc(w.insts, func(in director.Instance) bool { return in.ID == dd.InstanceID })
 			if idx < 0 || w.instance(idx).VMCID != dd.VMCID {
@@ -198,7 +210,7 @@ func (w *world) observe(rt *rapid.T) diskModel {
 			if !w.linked(dd.VMCID, dd.CID) {
 				rt.Fatalf("disk %s attached to %s without an agent link", dd.Name, dd.VMCID)
 			}
-			m[dd.Name] = idx
+			m[dd.Name] = diskState{idx, dd.AZ}
 		}
 	}
 	return m

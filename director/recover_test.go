@@ -17,7 +17,7 @@ func TestReconcileAfterCrashStates(t *testing.T) {
 	w := newWorld(t, worldOpts{store: st})
 	w.done(w.provide("attached", 0))
 	w.done(w.provide("deleting", 1))
-	w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: "attaching", DiskPoolName: "small", InstanceID: w.insts[0].ID}))
+	w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskSize: 4, DiskName: "attaching", DiskPoolName: "small", InstanceID: w.insts[0].ID}))
 	if err := w.d.Close(); err != nil {
 		t.Fatal(err)
 	}

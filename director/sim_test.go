@@ -62,7 +62,7 @@ func simWorkload(t *testing.T, seed uint64, knobs director.Knobs, trace io.Write
 		insts, _ := d.Instances("workers")
 		p := func(name string, i int) func() (int64, error) {
 			return func() (int64, error) {
-				return d.Provide("admin", director.ProvideRequest{DiskName: name, DiskPoolName: "small", InstanceID: insts[i].ID})
+				return d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: name, DiskPoolName: "small", InstanceID: insts[i].ID})
 			}
 		}
 		var ids []int64

@@ -9,7 +9,7 @@ import (
 	"github.com/cpilab/cpilab/fakeiaas"
 )
 
-// CONTRACTS §6: VM recreate and delete detach dynamic disks first; recreate
+// Dynamic disks: VM recreate and delete detach dynamic disks first; recreate
 // re-attaches them when asked; deployment delete deletes them.
 func TestRecreateDetachesAndReattaches(t *testing.T) {
 	w := newWorld(t, worldOpts{})
@@ -67,7 +67,7 @@ func TestStopHardStartRestartAndDeleteVM(t *testing.T) {
 func TestDeleteDeploymentDeletesDynamicDisks(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	w.done(w.provide("a", 0))
-	w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: "b", DiskPoolName: "small", Deployment: "workers"}))
+	w.done(w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskSize: 4, DiskName: "b", DiskPoolName: "small", Deployment: "workers", AZ: "z1"}))
 	w.done(w.d.DeleteDeployment("admin", "workers"))
 	st := w.state()
 	if len(st.Disks) != 0 || len(st.VMs) != 0 {
@@ -93,7 +93,7 @@ func TestDeployScalesDown(t *testing.T) {
 	}
 }
 
-// CONTRACTS §4: CPI calls about a VM carry its stemcell's api_version: a v1
+// CPI calls about a VM carry its stemcell's api_version: a v1
 // stemcell's VM gets its settings through the registry, a v2 one's through
 // user-data only.
 func TestStemcellAPIVersionReachesTheCPI(t *testing.T) {
@@ -112,7 +112,7 @@ func TestStemcellAPIVersionReachesTheCPI(t *testing.T) {
 		t.Fatalf("the v2-stemcell VM %s has registry settings", v2VM)
 	}
 	// Dynamic disks work on both.
-	w.done(w.d.Provide("admin", director.ProvideRequest{DiskName: "o", DiskPoolName: "small", InstanceID: old[0].ID}))
+	w.done(w.d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: "o", DiskPoolName: "small", InstanceID: old[0].ID}))
 }
 
 // Disk work never waits behind a deploy: with a deploy stuck in create_vm,

@@ -45,7 +45,8 @@ const (
 // reproduces it, the invariant it violates, and how random search looks for
 // it.
 type Race struct {
-	// Letter is the race's letter in CONTRACTS §7 (a–i).
+	// Letter is the race's letter in CONTRACTS §7 (a–i), or j: upstream's
+	// delete-vm with a responsive agent (docs/upstream.md).
 	Letter string
 	// Title says what goes wrong.
 	Title string
@@ -96,6 +97,9 @@ var Races = []Race{
 	{Letter: "h", Title: `an old agent answers "unknown message", which is swallowed: provide succeeds with no symlink`,
 		Knob: func(k *director.Knobs) { k.SwallowUnknownMessage = true }, Invariants: []string{InvLinks},
 		Search: SearchConfig{Faults: "agent-old=0.3", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=2,recreate=1"}}},
+	{Letter: "j", Title: "delete-vm with a responsive agent deletes the VM with dynamic disks still attached",
+		Knob: func(k *director.Knobs) { k.DeleteVMKeepsDisksAttached = true }, Invariants: []string{InvDeleteVMWithDisk},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=6,delete-vm=2"}}},
 	{Letter: "i", Title: "zero dedicated dynamic-disk workers: tasks stay queued forever",
 		Knob: func(k *director.Knobs) { k.ZeroDynamicDiskWorkers = true }, Invariants: []string{InvLiveness},
 		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=1"}}},

@@ -256,7 +256,7 @@ func (w *World) runOp(o Op) opResult {
 	var err error
 	switch o.Kind {
 	case OpProvide:
-		id, err = d.Provide(directorUser, director.ProvideRequest{DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: 4, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
 	case OpDetach:
 		id, err = d.DetachDynamicDisk(directorUser, o.Disk)
 	case OpDelete:
@@ -264,7 +264,7 @@ func (w *World) runOp(o Op) opResult {
 	case OpAttach:
 		id, err = d.AttachDynamicDisk(directorUser, director.AttachRequest{DiskName: o.Disk, InstanceID: inst})
 	case OpCreate:
-		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: 4, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
 	case OpSilence:
 		for _, in := range listStore[director.Instance](w.Store, store.Instances) {
 			if in.ID == inst && in.AgentID != "" {

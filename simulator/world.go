@@ -599,6 +599,11 @@ func (c *faultCPI) GetDisks(ctx context.Context, vm cpiv2.VMCID) (cids []cpiv2.D
 	return cids, err
 }
 
+func (c *faultCPI) HasDisk(ctx context.Context, cid cpiv2.DiskCID) (ok bool, err error) {
+	err = c.call(cpiv2.MethodHasDisk, func() (err error) { ok, err = c.w.cpi.HasDisk(ctx, cid); return err })
+	return ok, err
+}
+
 var _ director.CPI = (*faultCPI)(nil)
 
 // inventory lists every IaaS disk for the director's restart reconciliation

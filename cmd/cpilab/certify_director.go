@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
@@ -64,6 +65,10 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	if instances != "" {
 		cfg.Instances = strings.Split(instances, ",")
 	}
+	if msg := certifyDirectorUsage(cfg, instances); msg != "" {
+		fmt.Fprintf(stderr, "cpilab certify-director: %s\n", msg)
+		return exitError(2)
+	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
@@ -93,16 +98,64 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 		defer stop()
 	}
+	start := time.Now()
 	sum, err := dynamicdisks.Run(ctx, cfg, opts)
 	prog.done()
 	if err != nil {
 		return err
 	}
 	sum.WriteText(stdout)
+	writeDirectorVerdict(stdout, sum, time.Since(start))
 	if !sum.OK() {
 		return exitError(1)
 	}
 	return nil
+}
+
+// certifyDirectorUsage says, in flag names, what a run against --url lacks
+// ("" : nothing).
+func certifyDirectorUsage(cfg dynamicdisks.Config, instances string) string {
+	var missing []string
+	if cfg.URL == "" {
+		if cfg.Deployment != "" || instances != "" {
+			return "--deployment and --instances need --url (the embedded director deploys its own)"
+		}
+		return ""
+	}
+	if cfg.Admin.Token == "" && (cfg.Admin.Username == "" || cfg.Admin.Password == "") {
+		missing = append(missing, "--admin-token (or --admin-user and --admin-password)")
+	}
+	if cfg.Disks.Token == "" && (cfg.Disks.Username == "" || cfg.Disks.Password == "") {
+		missing = append(missing, "--disk-token (or --disk-user and --disk-password)")
+	}
+	if cfg.Deployment != "" && cfg.DiskPool == "" {
+		missing = append(missing, "--disk-pool (a disk_type of the director's cloud config)")
+	}
+	if len(cfg.Instances) == 1 {
+		missing = append(missing, "a second instance ID in --instances")
+	}
+	if cfg.Deployment == "" && instances != "" {
+		missing = append(missing, "--deployment (for --instances)")
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return "against --url " + cfg.URL + " it needs " + strings.Join(missing, ", ")
+}
+
+// writeDirectorVerdict prints the run's last line: ACCEPTED or REJECTED
+// with the counts, as certify does.
+func writeDirectorVerdict(w io.Writer, sum dynamicdisks.Summary, elapsed time.Duration) {
+	elapsed = elapsed.Round(time.Millisecond)
+	if !sum.OK() {
+		failed := sum.Failed
+		if failed == 0 && sum.SuiteFailure != "" {
+			failed = 1
+		}
+		fmt.Fprintf(w, "REJECTED: %d failed, %d passed, %d not checked (%s)\n", failed, sum.Passed, sum.Skipped, elapsed)
+		return
+	}
+	fmt.Fprintf(w, "ACCEPTED: %d passed, %d not checked (%s)\n", sum.Passed, sum.Skipped, elapsed)
 }
 
 // embeddedDirector starts a reference director with an admin and a
@@ -127,8 +180,7 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 			Out: io.Discard, Profile: profile, Ready: func(i launch.Info) { ready <- i },
 			Users: []director.User{
 				{Name: "admin", Password: "admin", Scopes: []string{director.ScopeAdmin}},
-				{Name: "disks", Password: "disks", Scopes: []string{director.ScopeRFCCreate, director.ScopeRFCAttach,
-					director.ScopeRFCDetach, director.ScopeRFCList, director.ScopeRFCDelete}},
+				{Name: "disks", Password: "disks", Scopes: director.DiskScopes},
 			}})
 	}()
 	stop := func() {

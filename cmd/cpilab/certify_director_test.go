@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/suites/dynamicdisks/upstreamfixture"
 )
 
 // certifyDirector runs `cpilab certify-director args…` in its own process
@@ -47,5 +51,70 @@ func TestCertifyDirectorFailsOnAnUnreachableDirector(t *testing.T) {
 		"--admin-user", "a", "--admin-password", "a", "--disk-user", "d", "--disk-password", "d")
 	if code == 0 {
 		t.Fatalf("exit 0 against a director that is not there:\n%s", out)
+	}
+}
+
+// certify-director --url accepts a director that answers exactly as
+// upstream's does (the upstream-shaped fixture: 401 bodies, 302 with an
+// empty body, upstream's list and task shapes, task errors for unknown
+// references, any disk name), and prints its verdict.
+func TestCertifyDirectorAcceptsAnUpstreamShapedDirector(t *testing.T) {
+	fx := upstreamfixture.New(upstreamfixture.Config{Tokens: map[string][]string{
+		"admin-token": {"bosh.admin"},
+		"disk-token":  director.DiskScopes,
+	}})
+	defer fx.Close()
+	srv := httptest.NewServer(fx.Handler())
+	defer srv.Close()
+	code, out := certifyDirector(t, "--url", srv.URL, "--admin-token", "admin-token", "--disk-token", "disk-token",
+		"--deployment", "fixture", "--disk-pool", "dynamic")
+	if code != 0 || !strings.Contains(out, "ACCEPTED: ") {
+		t.Fatalf("exit %d against the upstream-shaped director; want 0 and ACCEPTED:\n%s", code, out)
+	}
+	t.Logf("certify-director against the upstream-shaped director:\n%s", out)
+	// The suite really drove it: create_disk carried the disk's name, and
+	// every disk it made was deleted again.
+	made, deleted := map[string]bool{}, 0
+	for _, c := range fx.Calls() {
+		switch c.Method {
+		case "create_disk":
+			props, _ := c.Args[1].(map[string]any)
+			name, _ := props["name"].(string)
+			if name == "" {
+				t.Errorf("create_disk without the disk name in cloud_properties: %v", c.Args)
+			}
+			made[name] = true
+		case "delete_disk":
+			deleted++
+		}
+	}
+	if len(made) < 5 || deleted != len(made) {
+		t.Errorf("the suite made %d disks and deleted %d; want several, all deleted", len(made), deleted)
+	}
+}
+
+// Against cpilab's own director under the upstream profile (no
+// dynamic_disks workers, no disk-name lock, …) certify-director rejects,
+// naming the race.
+func TestCertifyDirectorRejectsTheUpstreamProfile(t *testing.T) {
+	code, out := certifyDirector(t, "--profile", "upstream")
+	if code != 1 || !strings.Contains(out, "REJECTED: ") || !strings.Contains(out, "no worker") {
+		t.Fatalf("exit %d against the upstream profile; want 1, REJECTED and the dynamic_disks queue named:\n%s", code, out)
+	}
+	if strings.Contains(out, "issue 6") || strings.Contains(out, "Config.") {
+		t.Errorf("the output speaks of issue numbers or Go field names:\n%s", out)
+	}
+}
+
+// Missing credentials for --url are a usage error (exit 2) naming the flags,
+// never Go field names.
+func TestCertifyDirectorUsageNamesFlags(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "certify-director", "--url", "https://127.0.0.1:1", "--admin-user", "a")
+	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--admin-token (or --admin-user and --admin-password)") ||
+		!strings.Contains(string(out), "--disk-token") || strings.Contains(string(out), "Config.") {
+		t.Fatalf("%v: %s; want exit 2 naming the missing flags", err, out)
 	}
 }

@@ -47,6 +47,10 @@ type Config struct {
 	// cloud is then served over HTTP on loopback and a cpi.json is written
 	// to DataDir. Default: the reference CPI in process.
 	CPICommand []string
+	// LenientCPIWire reads CPI output as upstream's Director does (the
+	// director knob of that name): duplicate keys and invalid UTF-8
+	// accepted, pipes read until they close.
+	LenientCPIWire bool
 	// CPIMaxAPIVersion caps the reference CPI's api_version
 	// (debug.cpi.api_version). Default 3.
 	CPIMaxAPIVersion int
@@ -145,7 +149,7 @@ func New(cfg Config) (*Lab, error) {
 	} else {
 		cpi := refcpi.New(refcpi.Config{MaxAPIVersion: cfg.CPIMaxAPIVersion, Registry: cloud,
 			RegistryEndpoint: registryURL, MBus: "memory://", Runtime: cfg.Runtime}, cloud)
-		l.CPI = cpiv2.NewLoopback(cpi, cpiv2.LoopbackConfig{Profile: cfg.CPIProfile, MaxAPIVersion: cpi.MaxAPIVersion(),
+		l.CPI = cpiv2.NewLoopback(cpi, cpiv2.LoopbackConfig{Profile: cfg.CPIProfile, LenientJSON: cfg.LenientCPIWire, MaxAPIVersion: cpi.MaxAPIVersion(),
 			DirectorUUID: cfg.DirectorUUID})
 	}
 	client, err := mbus.NewClient(mbus.ClientConfig{Transport: cfg.Transport, Runtime: cfg.Runtime, DirectorUUID: cfg.DirectorUUID,
@@ -172,7 +176,8 @@ func (l *Lab) execCPI(cfg Config) error {
 		return fmt.Errorf("lab: %w", err)
 	}
 	argv := append(append([]string(nil), cfg.CPICommand...), "-configPath", path)
-	l.CPI = cpiv2.NewRunner(cpiv2.RunnerConfig{Command: argv, Profile: cfg.CPIProfile, DirectorUUID: cfg.DirectorUUID})
+	l.CPI = cpiv2.NewRunner(cpiv2.RunnerConfig{Command: argv, Profile: cfg.CPIProfile, DirectorUUID: cfg.DirectorUUID,
+		LenientJSON: cfg.LenientCPIWire, WaitForPipes: cfg.LenientCPIWire})
 	return nil
 }
 

@@ -6,8 +6,10 @@
 //
 //	err := launch.Run(ctx, launch.Config{DataDir: dir, Out: os.Stdout})
 //
-// Run prints the URL, the CA certificate path and the admin credentials to
-// Out, then serves until ctx is done.
+// Run prints the URL, the CA certificate path, the admin credentials and the
+// next steps (upload a cloud config and a stemcell, deploy, provide a disk:
+// shell commands over example files it writes to DataDir/examples) to Out,
+// then serves until ctx is done.
 package launch
 
 import (
@@ -94,6 +96,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 	}
+	cpiProfile = director.CPIProfile(knobs, cpiProfile)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
@@ -129,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	r := rt.Real(uint64(time.Now().UnixNano()))
 	uuid := "director-" + randomHex(8)
 	l, err := lab.New(lab.Config{Runtime: r, DataDir: filepath.Join(cfg.DataDir, "fakeiaas"), FakeIaaSStore: "sqlite",
-		Transport: tr, CPIProfile: cpiProfile, CPIMaxAPIVersion: cfg.CPIMaxAPIVersion, CPICommand: cfg.CPICommand,
+		Transport: tr, CPIProfile: cpiProfile, LenientCPIWire: knobs.LenientCPIWire, CPIMaxAPIVersion: cfg.CPIMaxAPIVersion, CPICommand: cfg.CPICommand,
 		DirectorUUID: uuid})
 	if err != nil {
 		return err
@@ -179,6 +182,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if len(cfg.Users) == 0 {
 		fmt.Fprintf(cfg.Out, "  user: admin  password: %s\n", users[0].Password)
 	}
+	examples, err := writeExamples(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	admin, password := users[0].Name, ""
+	if len(cfg.Users) == 0 {
+		password = users[0].Password
+	}
+	writeNextSteps(cfg.Out, info, examples, admin, password)
 	if cfg.Ready != nil {
 		cfg.Ready(info)
 	}

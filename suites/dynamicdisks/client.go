@@ -66,8 +66,8 @@ func (x *Exchange) ResponseString() string {
 	return s
 }
 
-// errorBody is the director's JSON error answer (upstream's shape, with
-// cpilab's field).
+// errorBody is the director's JSON error answer (upstream's {"code",
+// "description"}, and cpilab's field).
 type errorBody struct {
 	Code        int    `json:"code"`
 	Description string `json:"description"`
@@ -276,10 +276,13 @@ func (e *errStuck) Error() string {
 // fail fast instead of each waiting Timeouts.Task.
 const stuckGrace = 500 * time.Millisecond
 
-// waitTask polls task id as who until it ends or limit passes. A task
-// still queued at the limit returns *errStuck; one still processing
-// returns an error saying so.
-func (s *session) waitTask(ctx context.Context, who *caller, id int64, limit time.Duration) (director.TaskView, error) {
+// waitTask polls task id until it ends or limit passes. It reads the task
+// as the admin: upstream gives a token holding only dynamic-disk scopes no
+// access to tasks (GET /tasks/:id needs bosh.read or admin). A task still
+// queued at the limit returns *errStuck; one still processing returns an
+// error saying so.
+func (s *session) waitTask(ctx context.Context, id int64, limit time.Duration) (director.TaskView, error) {
+	who := s.admin
 	start := time.Now() // the suite's own wall clock: it waits on a remote director
 	for {
 		tv, err := who.dc.Task(ctx, id)
@@ -342,9 +345,10 @@ func taskString(tv director.TaskView) string {
 }
 
 // resultCID is the disk_cid of a task's result, read from GET
-// /tasks/:id/output?type=result as upstream serves it ("" with ok false:
-// the result holds no disk_cid).
-func (s *session) resultCID(ctx context.Context, who *caller, id int64) (cid string, ok bool, raw []byte, err error) {
+// /tasks/:id/output?type=result as upstream serves it, as the admin ("" with
+// ok false: the result holds no disk_cid).
+func (s *session) resultCID(ctx context.Context, id int64) (cid string, ok bool, raw []byte, err error) {
+	who := s.admin
 	raw, err = who.dc.TaskOutput(ctx, id, "result")
 	if err != nil {
 		return "", false, nil, fmt.Errorf("GET /tasks/%d/output?type=result as %s: %w", id, who.name, err)

@@ -26,10 +26,11 @@ type Config struct {
 	// (stemcell, cloud config, deployments), to read instances and to
 	// clean up.
 	Admin Credentials
-	// Disks are credentials holding only dynamic-disk scopes (upstream's
-	// bosh.dynamic_disks.update and bosh.dynamic_disks.delete, or the
-	// RFC's bosh.dynamic-disks.*). Every dynamic disk call of the suite is
-	// made with them, and the 403 specs check they allow nothing else.
+	// Disks are credentials holding only the dynamic-disk scopes
+	// (bosh.dynamic-disks.create, .attach, .detach, .list and .delete).
+	// Every dynamic disk call of the suite is made with them, and the scope
+	// specs check they allow nothing else (401). Tasks are read as Admin:
+	// upstream lets disk-only tokens read none.
 	Disks Credentials
 
 	// Deployment names an existing deployment whose instances the suite
@@ -47,8 +48,8 @@ type Config struct {
 	// disk_type of the cloud config). Default "dynamic" when the suite
 	// uploads DefaultCloudConfig, else required.
 	DiskPool string
-	// DiskSizeMiB is the disk_size of provide and create requests. Default
-	// 0: the disk type's disk_size.
+	// DiskSizeMiB is the disk_size (MiB, ≥ 1, as upstream requires) of
+	// provide and create requests. Default 16.
 	DiskSizeMiB int
 	// Concurrency is the number of concurrent provides in the race (a)
 	// spec. Default 4.
@@ -140,7 +141,7 @@ type OracleDisk struct {
 	Metadata map[string]string
 }
 
-// Links checks the agent's dynamic disk symlinks (CONTRACTS §6: the agent
+// Links checks the agent's dynamic disk symlinks (the agent
 // links /var/vcap/data/dynamic_disks/<disk_cid>).
 type Links interface {
 	// DynamicDiskLink returns where the VM's link for diskCID points;
@@ -231,6 +232,9 @@ func (c Config) withDefaults() Config {
 	d(&c.Timeouts.Settle, 300*time.Millisecond)
 	if c.Concurrency <= 0 {
 		c.Concurrency = 4
+	}
+	if c.DiskSizeMiB <= 0 {
+		c.DiskSizeMiB = 16
 	}
 	if c.Setup.Manifest == nil {
 		c.Setup.Manifest = DefaultManifest

@@ -1,9 +1,9 @@
 // Package dynamicdisks is cpilab's Ginkgo v2 suite that certifies the
-// dynamic disks API of a running BOSH Director (CONTRACTS §6, the RFC in
-// seeds/000, and the races of §7), over HTTPS, through the API alone: it
-// knows a director by its URL, CA certificate and two sets of credentials,
-// so the same suite runs against the reference director, `cpilab
-// director`, or another director.
+// dynamic disks API of a running BOSH Director (the dynamic disks RFC as
+// upstream implements it, and the races of docs/upstream.md), over HTTPS,
+// through the API alone: it knows a director by its URL, CA certificate and
+// two sets of credentials, so the same suite runs against the reference
+// director, `cpilab director`, or another director.
 //
 // It is a library with a thin binary (STYLE 1): the specs are registered
 // once and run under go test (Test), inside someone else's Ginkgo tree
@@ -25,15 +25,21 @@
 //     fails; DELETE of an absent disk succeeds; DELETE of a detached disk
 //     removes it from GET /dynamic_disks; POST /dynamic_disks creates
 //     without attaching and /:name/attach attaches;
-//   - every mutating endpoint answers 302 to /tasks/<id> and its task result
-//     (GET /tasks/<id>/output?type=result) holds disk_cid;
-//   - auth: no or invalid credentials → 401; disk-scoped credentials → 403
-//     on deploy, deployment delete, stemcell upload, cloud config, instance
+//   - every mutating endpoint answers 302 to /tasks/<id>; the task result
+//     (GET /tasks/<id>/output?type=result) of provide and create holds
+//     disk_cid (upstream writes none for attach, detach and delete);
+//   - auth: no or invalid credentials → 401; disk-scoped credentials → 401
+//     {"code": 600000, "description": "Require one of the scopes: …"} on
+//     deploy, deployment delete, stemcell upload, cloud config, instance
 //     state, VM delete, and reads outside dynamic disks; and they may use
-//     every disk endpoint;
-//   - input: bad bodies → 400 naming the field; hostile disk names (../x,
-//     a/b, NUL, 300 bytes) refused; unknown instances and pools → 404/422
-//     with a message;
+//     every disk endpoint. Tasks are read as the admin: upstream gives
+//     disk-only tokens no access to tasks;
+//   - input: a missing property, a wrong type or disk_size < 1 → 400 naming
+//     the property; a body that is not JSON → 400 (or upstream's 500);
+//     hostile disk names (../x, a/b, NUL, 300 bytes) refused at once, or
+//     kept as opaque names (upstream takes any name); unknown instances,
+//     pools and deployments → a task that fails saying why (upstream), or
+//     404/422 at once;
 //   - race (a): concurrent provides of one name to one VM make exactly one
 //     disk (by the Oracle when there is one, else by the API); race (e):
 //     DELETE of an attached disk detaches it first;

@@ -136,18 +136,22 @@ func (r *run) vm(ctx context.Context, id string) VM {
 // provideBody is POST /dynamic_disks/provide's body.
 type provideBody struct {
 	DiskName     string            `json:"disk_name"`
-	DiskSize     int               `json:"disk_size,omitempty"`
+	DiskSize     int               `json:"disk_size"`
 	DiskPoolName string            `json:"disk_pool_name"`
 	InstanceID   string            `json:"instance_id"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 }
 
-// createBody is POST /dynamic_disks's body.
+// createBody is POST /dynamic_disks's body, as upstream takes it: a disk in
+// an AZ of a deployment. InstanceID (cpilab's extension) is sent only for
+// an instance without an AZ, which upstream cannot create a disk beside.
 type createBody struct {
+	Deployment   string `json:"deployment_name"`
+	AZ           string `json:"az,omitempty"`
 	DiskName     string `json:"disk_name"`
-	DiskSize     int    `json:"disk_size,omitempty"`
 	DiskPoolName string `json:"disk_pool_name"`
-	InstanceID   string `json:"instance_id"`
+	DiskSize     int    `json:"disk_size"`
+	InstanceID   string `json:"instance_id,omitempty"`
 }
 
 func (r *run) provide(ctx context.Context, name, instance string, meta map[string]string) *Exchange {
@@ -155,9 +159,13 @@ func (r *run) provide(ctx context.Context, name, instance string, meta map[strin
 		DiskName: name, DiskSize: r.cfg.DiskSizeMiB, DiskPoolName: r.cfg.DiskPool, InstanceID: instance, Metadata: meta})
 }
 
-func (r *run) create(ctx context.Context, name, instance string) *Exchange {
-	return r.s.sendJSON(ctx, r.s.disks, http.MethodPost, "/dynamic_disks", createBody{
-		DiskName: name, DiskSize: r.cfg.DiskSizeMiB, DiskPoolName: r.cfg.DiskPool, InstanceID: instance})
+// create creates a disk in the deployment and AZ of inst.
+func (r *run) create(ctx context.Context, name string, inst director.Instance) *Exchange {
+	b := createBody{Deployment: r.deployment, AZ: inst.AZ, DiskName: name, DiskSize: r.cfg.DiskSizeMiB, DiskPoolName: r.cfg.DiskPool}
+	if inst.AZ == "" {
+		b.InstanceID = inst.ID
+	}
+	return r.s.sendJSON(ctx, r.s.disks, http.MethodPost, "/dynamic_disks", b)
 }
 
 func (r *run) attach(ctx context.Context, name, instance string) *Exchange {
@@ -179,11 +187,11 @@ func (r *run) task(ctx context.Context, clause string, x *Exchange) director.Tas
 	if id == 0 {
 		violatef(clause, x, "answered no 302 redirect to /tasks/<id>")
 	}
-	tv, err := r.s.waitTask(ctx, r.s.disks, id, r.cfg.Timeouts.Task)
+	tv, err := r.s.waitTask(ctx, id, r.cfg.Timeouts.Task)
 	var st *errStuck
 	switch {
 	case errors.As(err, &st):
-		violatef(clause, x, "%v; the dynamic_disks queue has no worker (CONTRACTS §7(i)): %s", err, taskString(tv))
+		violatef(clause, x, "%v; the dynamic_disks queue has no worker (race (i), docs/upstream.md): %s", err, taskString(tv))
 	case err != nil:
 		violatef(clause, x, "%v", err)
 	}
@@ -198,7 +206,7 @@ func (r *run) done(ctx context.Context, clause string, x *Exchange) string {
 	if tv.State != director.TaskDone {
 		violatef(clause, x, "the task failed: %s", taskString(tv))
 	}
-	cid, _, _, err := r.s.resultCID(ctx, r.s.disks, tv.ID)
+	cid, _, _, err := r.s.resultCID(ctx, tv.ID)
 	if err != nil {
 		violatef(clause, x, "%v", err)
 	}
@@ -212,7 +220,7 @@ func (r *run) doneCID(ctx context.Context, clause string, x *Exchange) string {
 	if tv.State != director.TaskDone {
 		violatef(clause, x, "the task failed: %s", taskString(tv))
 	}
-	cid, ok, raw, err := r.s.resultCID(ctx, r.s.disks, tv.ID)
+	cid, ok, raw, err := r.s.resultCID(ctx, tv.ID)
 	if err != nil {
 		violatef(clause, x, "%v", err)
 	}
@@ -222,11 +230,15 @@ func (r *run) doneCID(ctx context.Context, clause string, x *Exchange) string {
 	return cid
 }
 
-// refused requires the director to refuse x: a 302 whose task fails, or
-// (when refusals is not empty) one of those statuses at once.
+// refused requires the director to refuse x: a 302 whose task fails
+// saying why (upstream), or (when refusals is not empty) one of those
+// statuses at once, with a message.
 func (r *run) refused(ctx context.Context, clause string, x *Exchange, refusals ...int) {
 	GinkgoHelper()
 	if x.Err == nil && slices.Contains(refusals, x.Status) {
+		if strings.TrimSpace(x.message()) == "" {
+			violatef(clause, x, "the %d carries no message", x.Status)
+		}
 		return
 	}
 	if x.taskID() == 0 {
@@ -235,6 +247,9 @@ func (r *run) refused(ctx context.Context, clause string, x *Exchange, refusals 
 	tv := r.task(ctx, clause, x)
 	if tv.State != director.TaskError {
 		violatef(clause, x, "the task ended %s, not in error: %s", tv.State, taskString(tv))
+	}
+	if strings.TrimSpace(tv.Result) == "" {
+		violatef(clause, x, "the task failed without saying why: %s", taskString(tv))
 	}
 }
 

@@ -66,8 +66,8 @@ func semanticsSpecs(r *run) {
 		case d.CID != cid:
 			violatef(ClauseProvideCreates, x, "GET /dynamic_disks lists %q with disk_cid %q; the task result said %q", name, d.CID, cid)
 		case !listedOn(d, r.a):
-			violatef(ClauseProvideCreates, x, "GET /dynamic_disks lists %q attached to instance %q (VM %q); it was provided to %s (VM %s)",
-				name, d.InstanceID, d.VMCID, r.a.ID, r.a.VMCID)
+			violatef(ClauseProvideCreates, x, "GET /dynamic_disks lists %q on instance %q; it was provided to %s/%s (VM %s)",
+				name, d.InstanceName(), r.a.Group, r.a.ID, r.a.VMCID)
 		}
 	})
 
@@ -115,7 +115,7 @@ func semanticsSpecs(r *run) {
 		r.done(ctx, ClauseDetach, r.detach(ctx, name))
 		x := r.detach(ctx, name)
 		r.done(ctx, ClauseDetach, x)
-		if d, ok := r.listed(ctx, ClauseDetach, name); !ok || d.CID != cid || d.InstanceID != "" || d.VMCID != "" {
+		if d, ok := r.listed(ctx, ClauseDetach, name); !ok || d.CID != cid || d.InstanceName() != "" {
 			violatef(ClauseDetach, x, "after detach GET /dynamic_disks shows %+v (listed %v); want %s listed, attached nowhere", d, ok, cid)
 		}
 	})
@@ -146,10 +146,10 @@ func semanticsSpecs(r *run) {
 	It(ClauseCreateAttach, labels("create", "create", "attach", "list"), func(sctx SpecContext) {
 		ctx := r.ctx(sctx)
 		name := r.name("create")
-		x := r.create(ctx, name, r.a.ID)
+		x := r.create(ctx, name, r.a)
 		cid := r.doneCID(ctx, ClauseCreateAttach, x)
 		d, ok := r.listed(ctx, ClauseCreateAttach, name)
-		if !ok || d.CID != cid || d.InstanceID != "" || d.VMCID != "" {
+		if !ok || d.CID != cid || d.InstanceName() != "" {
 			violatef(ClauseCreateAttach, x, "after create GET /dynamic_disks shows %+v (listed %v); want %s listed, attached nowhere", d, ok, cid)
 		}
 		x = r.attach(ctx, name, r.a.ID)
@@ -165,20 +165,27 @@ func semanticsSpecs(r *run) {
 	It(ClauseTasks, labels("tasks", "create", "attach", "provide", "detach", "delete"), func(sctx SpecContext) {
 		ctx := r.ctx(sctx)
 		name := r.name("tasks")
-		cid := r.doneCID(ctx, ClauseTasks, r.create(ctx, name, r.a.ID))
+		cid := r.doneCID(ctx, ClauseTasks, r.create(ctx, name, r.a))
 		steps := []struct {
-			what string
-			send func() *Exchange
+			what     string
+			send     func() *Exchange
+			holdsCID bool // upstream: only provide and create write a result
 		}{
-			{"attach", func() *Exchange { return r.attach(ctx, name, r.a.ID) }},
-			{"provide", func() *Exchange { return r.provide(ctx, name, r.a.ID, nil) }},
-			{"detach", func() *Exchange { return r.detach(ctx, name) }},
-			{"delete", func() *Exchange { return r.remove(ctx, name) }},
+			{"attach", func() *Exchange { return r.attach(ctx, name, r.a.ID) }, false},
+			{"provide", func() *Exchange { return r.provide(ctx, name, r.a.ID, nil) }, true},
+			{"detach", func() *Exchange { return r.detach(ctx, name) }, false},
+			{"delete", func() *Exchange { return r.remove(ctx, name) }, false},
 		}
 		for _, st := range steps {
 			x := st.send()
 			if loc := x.Location; x.taskID() != 0 && !strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, r.s.base+"/") {
 				violatef(ClauseTasks, x, "%s redirects to %q, not to this director's /tasks/<id>", st.what, loc)
+			}
+			if !st.holdsCID {
+				if got := r.done(ctx, ClauseTasks, x); got != "" && got != cid {
+					violatef(ClauseTasks, x, "the %s task result holds disk_cid %q; the disk is %q", st.what, got, cid)
+				}
+				continue
 			}
 			if got := r.doneCID(ctx, ClauseTasks, x); got != cid {
 				violatef(ClauseTasks, x, "the %s task result holds disk_cid %q; the disk is %q", st.what, got, cid)
@@ -188,16 +195,11 @@ func semanticsSpecs(r *run) {
 }
 
 // listedOn reports whether a GET /dynamic_disks entry shows the disk
-// attached to inst: by instance_id, or by vm_cid when the director lists
-// no instance_id. An entry attached nowhere is not on inst.
+// attached to inst: its "instance" is upstream's "<group>/<instance id>".
+// An entry attached nowhere (instance null) is not on inst.
 func listedOn(d director.DiskInfo, inst director.Instance) bool {
-	switch {
-	case d.InstanceID != "":
-		return d.InstanceID == inst.ID
-	case d.VMCID != "":
-		return d.VMCID == inst.VMCID
-	}
-	return false
+	n := d.InstanceName()
+	return n != "" && (n == inst.Group+"/"+inst.ID || strings.HasSuffix(n, "/"+inst.ID))
 }
 
 // metadataOf is the metadata the suite sets, marked with the run.
@@ -305,15 +307,15 @@ func (r *run) requireCaps() {
 		switch l {
 		case "cap:oracle":
 			if r.cfg.Oracle == nil {
-				Skip("not checked: IaaS state: no Config.Oracle (a real cloud, or an IaaS cpilab cannot inspect)")
+				Skip("not checked: IaaS state: cpilab cannot inspect this cloud (no oracle for a real cloud or a remote director)")
 			}
 		case "cap:links":
 			if r.cfg.Links == nil {
-				Skip("not checked: agent symlinks: no Config.Links (no SFTP or file system access to the VMs)")
+				Skip("not checked: agent symlinks: no SFTP or file system access to the VMs")
 			}
 		case "cap:gates":
 			if r.cfg.Gates == nil {
-				Skip("not checked: cannot arrange a slow deploy: no Config.Gates to hold the IaaS's create_vm")
+				Skip("not checked: dedicated queue: cpilab cannot hold this cloud's create_vm to make a deploy slow")
 			}
 		}
 	}

@@ -21,9 +21,9 @@ func concurrencySpecs(r *run) {
 		var before []string
 		if r.cfg.Oracle != nil {
 			before = r.oracleDisks(ctx)
-			AddReportEntry("judged by", "the IaaS (Config.Oracle) and the API")
+			AddReportEntry("judged by", "the IaaS (its oracle) and the API")
 		} else {
-			AddReportEntry("judged by", "the API alone: a leaked IaaS disk is invisible without Config.Oracle")
+			AddReportEntry("judged by", "the API alone: a leaked IaaS disk is invisible without an oracle of the cloud")
 		}
 		var gate Gate
 		if r.cfg.Gates != nil {
@@ -48,7 +48,7 @@ func concurrencySpecs(r *run) {
 			if tv.State != director.TaskDone {
 				continue
 			}
-			cid, ok, _, err := r.s.resultCID(ctx, r.s.disks, tv.ID)
+			cid, ok, _, err := r.s.resultCID(ctx, tv.ID)
 			if err != nil || !ok {
 				violatef(ClauseRaceA, xs[i], "task %d succeeded without a disk_cid in its result (%v)", tv.ID, err)
 			}
@@ -125,7 +125,7 @@ func concurrencySpecs(r *run) {
 		if id == 0 {
 			violatef(ClauseQueue, x, "answered no 302 redirect to /tasks/<id>")
 		}
-		tv, err := r.s.waitTask(ctx, r.s.disks, id, r.cfg.Timeouts.Task)
+		tv, err := r.s.waitTask(ctx, id, r.cfg.Timeouts.Task)
 		dtv, derr := r.s.admin.dc.Task(ctx, deployID)
 		if derr != nil {
 			Fail(fmt.Sprintf("GET /tasks/%d as admin: %v", deployID, derr))
@@ -145,7 +145,7 @@ func concurrencySpecs(r *run) {
 		if err := gate.Release(ctx); err != nil {
 			Fail("gates: release: " + err.Error())
 		}
-		dtv, err = r.s.waitTask(ctx, r.s.admin, deployID, r.cfg.Timeouts.Deploy)
+		dtv, err = r.s.waitTask(ctx, deployID, r.cfg.Timeouts.Deploy)
 		if err != nil || dtv.State != director.TaskDone {
 			Fail(fmt.Sprintf("the slow deploy did not finish once released: %v %s", err, taskString(dtv)))
 		}

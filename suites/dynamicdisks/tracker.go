@@ -99,7 +99,7 @@ func (t *tracker) delete(ctx context.Context, r resource) error {
 	if id == 0 {
 		return fmt.Errorf("%s → %s", x.RequestString(), x.ResponseString())
 	}
-	tv, err := s.waitTask(ctx, who, id, limit)
+	tv, err := s.waitTask(ctx, id, limit)
 	if err != nil {
 		return err
 	}
@@ -117,10 +117,17 @@ func (t *tracker) detach(ctx context.Context, name string) error {
 	if id == 0 {
 		return nil
 	}
-	_, err := t.s.waitTask(ctx, t.s.disks, id, t.s.cfg.Timeouts.Task)
+	_, err := t.s.waitTask(ctx, id, t.s.cfg.Timeouts.Task)
 	var st *errStuck
 	if errors.As(err, &st) {
 		return err
 	}
 	return nil
+}
+
+// has reports whether kind name is tracked.
+func (t *tracker) has(kind, name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Contains(t.res, resource{kind: kind, name: name})
 }

@@ -1,0 +1,68 @@
+package upstreamfixture_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cpilab/cpilab/suites/dynamicdisks/upstreamfixture"
+)
+
+// The fixture answers as upstream's controller does, byte for byte where
+// clients depend on it.
+func TestFixtureAnswersAsUpstream(t *testing.T) {
+	fx := upstreamfixture.New(upstreamfixture.Config{Tokens: map[string][]string{"a": {"bosh.admin"}, "r": {"bosh.read"}}})
+	defer fx.Close()
+	srv := httptest.NewServer(fx.Handler())
+	defer srv.Close()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(tok, method, path, ctype, body string) (int, http.Header, string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	inst := fx.Instances()[0].ID
+	for _, tc := range []struct {
+		tok, method, path, ctype, body string
+		status                         int
+		answer                         string // "" : empty
+	}{
+		{"", "GET", "/dynamic_disks", "", "", 401, "Not authorized: '/dynamic_disks'\n"},
+		{"r", "GET", "/dynamic_disks", "", "", 401, `{"code":600000,"description":"Require one of the scopes: bosh.admin, bosh.upstream-fixture.admin, bosh.dynamic-disks.list"}` + "\n"},
+		{"a", "POST", "/dynamic_disks/provide", "application/json", "{", 500, ""},
+		{"a", "POST", "/dynamic_disks/provide", "text/plain", "{}", 404, "Endpoint '/dynamic_disks/provide' not found."},
+		{"a", "POST", "/dynamic_disks/provide", "application/json", `{"instance_id":"` + inst + `"}`, 400, `"code":40001`},
+		{"a", "POST", "/dynamic_disks/provide", "application/json", `{"instance_id":"` + inst + `","disk_name":"d","disk_pool_name":"dynamic","disk_size":0}`, 400, `"code":40002`},
+		{"a", "POST", "/dynamic_disks/provide", "application/json", `{"instance_id":"` + inst + `","disk_name":"d","disk_pool_name":"dynamic","disk_size":1}`, 302, ""},
+	} {
+		status, h, answer := send(tc.tok, tc.method, tc.path, tc.ctype, tc.body)
+		ok := status == tc.status
+		switch {
+		case tc.answer == "":
+			ok = ok && answer == ""
+		case strings.HasPrefix(tc.answer, `"`):
+			ok = ok && strings.Contains(answer, tc.answer)
+		default:
+			ok = ok && answer == tc.answer
+		}
+		if status == 302 && !strings.HasPrefix(h.Get("Location"), "/tasks/") {
+			ok = false
+		}
+		if !ok {
+			t.Errorf("%s %s %s: %d %q; want %d %q", tc.method, tc.path, tc.body, status, answer, tc.status, tc.answer)
+		}
+	}
+}
