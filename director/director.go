@@ -62,6 +62,11 @@ type Config struct {
 	// reconciliation (see VMLister). Default: Inventory, if it implements
 	// VMLister, else CPI if it does; else none (the agent is asked).
 	VMInventory VMLister
+	// StemcellInventory, when set, lists every IaaS stemcell, so that an
+	// upload interrupted by a crash is settled at restart (see
+	// StemcellLister). Default: Inventory, if it implements
+	// StemcellLister, else CPI if it does; else none.
+	StemcellInventory StemcellLister
 	// ReconcileTries bounds the calls restart reconciliation makes of one
 	// CPI call while it fails with a retryable error (ok_to_retry, or no
 	// answer). Default 5.
@@ -94,6 +99,13 @@ func (c *Config) setDefaults() error {
 			c.VMInventory = l
 		} else if l, ok := c.CPI.(VMLister); ok {
 			c.VMInventory = l
+		}
+	}
+	if c.StemcellInventory == nil {
+		if l, ok := c.Inventory.(StemcellLister); ok {
+			c.StemcellInventory = l
+		} else if l, ok := c.CPI.(StemcellLister); ok {
+			c.StemcellInventory = l
 		}
 	}
 	if c.Name == "" {

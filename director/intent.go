@@ -27,6 +27,12 @@ const (
 	// IntentDeleteOrphanedDisk: delete_disk of an orphaned disk. Restart
 	// finishes the delete and removes the orphan's record.
 	IntentDeleteOrphanedDisk IntentOp = "delete_orphaned_disk"
+	// IntentCreateStemcell: create_stemcell of an upload. Written only
+	// when the director has a StemcellLister: it lists the IaaS's
+	// stemcells before the call, and restart records the one stemcell
+	// that appeared since and is not recorded (the upload then counts as
+	// done), or drops the intent when none did.
+	IntentCreateStemcell IntentOp = "create_stemcell"
 )
 
 // Intent is a durable record written before a CPI call whose outcome a
@@ -44,8 +50,14 @@ type Intent struct {
 	DiskCID    string `json:"disk_cid,omitempty"`
 	// StemcellAPIVersion is sent in the context of the calls that settle
 	// the intent.
-	StemcellAPIVersion int       `json:"stemcell_api_version,omitempty"`
-	CreatedAt          time.Time `json:"created_at"`
+	StemcellAPIVersion int `json:"stemcell_api_version,omitempty"`
+	// Stemcell is the record an upload writes once it has the CID
+	// (IntentCreateStemcell), and StemcellsBefore the IaaS's stemcell
+	// CIDs before the call.
+	Stemcell        *Stemcell `json:"stemcell,omitempty"`
+	StemcellsBefore []string  `json:"stemcells_before,omitempty"`
+
+	CreatedAt time.Time `json:"created_at"`
 	// Unsettled counts the start-ups whose reconciliation could not settle
 	// the intent (the IaaS or the agent did not answer); it stays until one
 	// can.

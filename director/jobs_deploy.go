@@ -33,6 +33,11 @@ func (j *job) uploadStemcell(req stemcellArgs) (any, error) {
 		return map[string]string{"stemcell_cid": sc.CID}, nil
 	}
 	props := cloudProps(mf.CloudProperties)
+	intent, err := j.stemcellIntent(Stemcell{Name: mf.Name, Version: mf.Version, OS: mf.OS, APIVersion: mf.APIVersion,
+		CloudProperties: props})
+	if err != nil {
+		return nil, err
+	}
 	var cid cpiv2.StemcellCID
 	err = j.step("Uploading stemcell", key, func() error {
 		var err error
@@ -41,12 +46,18 @@ func (j *job) uploadStemcell(req stemcellArgs) (any, error) {
 		return err
 	})
 	if err != nil {
+		_ = j.update(func(tx store.Tx) error { return endIntent(tx, intent) })
 		return nil, fmt.Errorf("create_stemcell %s: %w", key, err)
 	}
 	sc = Stemcell{Name: mf.Name, Version: mf.Version, OS: mf.OS, APIVersion: mf.APIVersion, CID: cid.String(),
 		CloudProperties: props}
 	return map[string]string{"stemcell_cid": sc.CID},
-		j.update(func(tx store.Tx) error { return tx.Put(store.Stemcells, key, sc) })
+		j.update(func(tx store.Tx) error {
+			if err := endIntent(tx, intent); err != nil {
+				return err
+			}
+			return tx.Put(store.Stemcells, key, sc)
+		})
 }
 
 type cloudConfigArgs struct {

@@ -182,6 +182,8 @@ func (d *Director) settleIntent(ctx context.Context, in Intent) (settled bool, w
 			}
 			return endIntent(tx, in)
 		})
+	case IntentCreateStemcell:
+		return d.settleCreateStemcell(ctx, in)
 	}
 	return false, "", fmt.Errorf("unknown intent op %q", in.Op)
 }

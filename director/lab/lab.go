@@ -231,6 +231,19 @@ func (l *Lab) ListVMs(ctx context.Context) ([]director.ListedVM, error) {
 	return out, nil
 }
 
+// ListStemcells lists every IaaS stemcell (director.StemcellLister).
+func (l *Lab) ListStemcells(ctx context.Context) ([]cpiv2.StemcellCID, error) {
+	st, err := l.Cloud.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cpiv2.StemcellCID, 0, len(st.Stemcells))
+	for _, s := range st.Stemcells {
+		out = append(out, s.CID)
+	}
+	return out, nil
+}
+
 // Close stops the agents, the client and the cloud.
 func (l *Lab) Close() error {
 	l.fleet.StopAll()
