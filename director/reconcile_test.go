@@ -42,7 +42,9 @@ func (f *flakyGetDisks) GetDisks(ctx context.Context, vm cpiv2.VMCID) ([]cpiv2.D
 // disk inventory only.
 type diskInventory struct{ l *lab.Lab }
 
-func (i diskInventory) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) { return i.l.ListDisks(ctx) }
+func (i diskInventory) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) {
+	return i.l.ListDisks(ctx)
+}
 
 // restart closes the world's director and starts another on its store.
 func (w *world) restart(t *testing.T, configure func(*director.Config)) *director.Director {
