@@ -22,12 +22,18 @@ func (d *Director) checkInstance(id string) (Instance, error) {
 	if id == "" {
 		return Instance{}, badField("instance_id", "is required")
 	}
+	if err := checkID("instance_id", id); err != nil {
+		return Instance{}, err
+	}
 	return d.instance(id)
 }
 
 func (d *Director) checkPool(pool string) error {
 	if pool == "" {
 		return badField("disk_pool_name", "is required")
+	}
+	if err := checkID("disk_pool_name", pool); err != nil {
+		return err
 	}
 	cc, err := d.cloudConfig()
 	if err != nil {
@@ -39,22 +45,15 @@ func (d *Director) checkPool(pool string) error {
 	return nil
 }
 
-func checkMetadata(m map[string]string) error {
-	for k := range m {
-		if k == "" {
-			return badField("metadata", "keys must not be empty")
-		}
-	}
-	return nil
-}
+func checkMetadata(m map[string]string) error { return checkMetadataLimits(m) }
 
 // Provide queues POST /dynamic_disks/provide.
 func (d *Director) Provide(user string, req ProvideRequest) (int64, error) {
 	if err := validateDiskName("disk_name", req.DiskName); err != nil {
 		return 0, err
 	}
-	if req.DiskSize < 0 {
-		return 0, badField("disk_size", "must be ≥ 0 MiB; got %d", req.DiskSize)
+	if err := checkDiskSize("disk_size", req.DiskSize); err != nil {
+		return 0, err
 	}
 	if err := checkMetadata(req.Metadata); err != nil {
 		return 0, err
@@ -74,8 +73,8 @@ func (d *Director) CreateDynamicDisk(user string, req CreateDiskRequest) (int64,
 	if err := validateDiskName("disk_name", req.DiskName); err != nil {
 		return 0, err
 	}
-	if req.DiskSize < 0 {
-		return 0, badField("disk_size", "must be ≥ 0 MiB; got %d", req.DiskSize)
+	if err := checkDiskSize("disk_size", req.DiskSize); err != nil {
+		return 0, err
 	}
 	if err := checkMetadata(req.Metadata); err != nil {
 		return 0, err
@@ -91,6 +90,9 @@ func (d *Director) CreateDynamicDisk(user string, req CreateDiskRequest) (int64,
 		}
 		req.Deployment = inst.Deployment
 	case req.Deployment != "":
+		if err := checkID("deployment_name", req.Deployment); err != nil {
+			return 0, err
+		}
 		var dep Deployment
 		var ok bool
 		if err := d.st.View(func(tx store.Tx) error {
@@ -153,6 +155,9 @@ func (d *Director) DynamicDisk(name string) (DynamicDisk, error) {
 // UploadStemcell queues a stemcell upload: mf is stemcell.MF, imagePath the
 // image the CPI's create_stemcell reads.
 func (d *Director) UploadStemcell(user string, mf []byte, imagePath string) (int64, error) {
+	if err := checkStemcellManifestLimits(mf); err != nil {
+		return 0, err
+	}
 	m, err := ParseStemcellManifest(mf)
 	if err != nil {
 		return 0, err
@@ -171,7 +176,14 @@ func (d *Director) Stemcells() ([]Stemcell, error) {
 
 // UpdateCloudConfig queues replacing the cloud config with text (YAML).
 func (d *Director) UpdateCloudConfig(user string, text []byte) (int64, error) {
-	if _, err := ParseCloudConfig(text); err != nil {
+	if err := checkCloudConfigLimits(text, nil); err != nil {
+		return 0, err
+	}
+	cc, err := ParseCloudConfig(text)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkCloudConfigLimits(text, cc); err != nil {
 		return 0, err
 	}
 	return d.enqueue(user, jobUpdateCloudConfig, "", "update cloud config", cloudConfigArgs{YAML: string(text)})
@@ -182,12 +194,18 @@ func (d *Director) CloudConfig() (*CloudConfig, error) { return d.cloudConfig() 
 
 // Deploy queues deploying a manifest (YAML).
 func (d *Director) Deploy(user string, manifest []byte) (int64, error) {
+	if err := checkManifestLimits(manifest, nil); err != nil {
+		return 0, err
+	}
 	cc, err := d.cloudConfig()
 	if err != nil {
 		return 0, err
 	}
 	m, err := ParseManifest(manifest, cc)
 	if err != nil {
+		return 0, err
+	}
+	if err := checkManifestLimits(manifest, m); err != nil {
 		return 0, err
 	}
 	for _, ms := range m.Stemcells {
@@ -252,6 +270,9 @@ func (d *Director) ChangeInstanceState(user string, req InstanceStateRequest) (i
 
 // DeleteVM queues DELETE /vms/:cid.
 func (d *Director) DeleteVM(user, cid string) (int64, error) {
+	if err := checkID("vm_cid", cid); err != nil {
+		return 0, err
+	}
 	vm, ok, err := d.vm(cid)
 	if err != nil {
 		return 0, err
@@ -278,6 +299,14 @@ func (d *Director) OrphanedDisks() ([]OrphanedDisk, error) {
 // DeleteOrphanedDisks queues deleting the named orphaned disks (none named:
 // all of them).
 func (d *Director) DeleteOrphanedDisks(user string, cids []string) (int64, error) {
+	if len(cids) > MaxOrphanCIDs {
+		return 0, tooBig("disk_cids", len(cids), MaxOrphanCIDs, "CIDs")
+	}
+	for _, c := range cids {
+		if err := checkID("disk_cid", c); err != nil {
+			return 0, err
+		}
+	}
 	return d.enqueue(user, jobDeleteOrphans, "", "delete orphaned disks", orphanArgs{CIDs: cids})
 }
 
