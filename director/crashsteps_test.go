@@ -311,7 +311,7 @@ type crashRun struct {
 // store, the lab's fake cloud) that dies at point (nil: never), restarts it
 // from its store, finishes the workload and compares the records with the
 // cloud after the restart and at the end.
-func runCrashPoint(t *testing.T, seed uint64, point *crashPoint) crashRun {
+func runCrashPoint(t *testing.T, seed uint64, point *crashPoint, knobs director.Knobs) crashRun {
 	t.Helper()
 	dir := t.TempDir()
 	ops := stepWorkload(t)
@@ -333,7 +333,7 @@ func runCrashPoint(t *testing.T, seed uint64, point *crashPoint) crashRun {
 		st := store.NewMemory()
 		start := func(g *crashGate) (*director.Director, error) {
 			return director.New(director.Config{Runtime: s, Store: &gateStore{g: g, st: st}, CPI: &gateCPI{g: g, cpi: l.CPI},
-				Agents: &gateAgents{g: g, a: l.Agents}, Inventory: &gateInventory{g: g, l: l},
+				Agents: &gateAgents{g: g, a: l.Agents}, Inventory: &gateInventory{g: g, l: l}, Knobs: knobs,
 				AgentTimeout: 30 * time.Second, AgentPingTimeout: 2 * time.Second, InDoubtBackoff: time.Second})
 		}
 		g := newCrashGate(s, point)
@@ -582,7 +582,7 @@ func TestKillAtEveryStep(t *testing.T) {
 		t.Skip("runs the workload once per crash point")
 	}
 	const seed = 1
-	dry := runCrashPoint(t, seed, nil)
+	dry := runCrashPoint(t, seed, nil, director.Knobs{})
 	if len(dry.mismatch) > 0 || len(dry.jobErrors) > 0 {
 		t.Fatalf("the workload without a crash:\nmismatch %s\njob errors %s", strings.Join(dry.mismatch, "\n"),
 			strings.Join(dry.jobErrors, "\n"))
@@ -612,7 +612,7 @@ func TestKillAtEveryStep(t *testing.T) {
 	}
 	t.Logf("%d crash points in %d jobs' steps", len(points), len(dry.stages))
 	for _, p := range points {
-		run := runCrashPoint(t, seed, &p)
+		run := runCrashPoint(t, seed, &p, director.Knobs{})
 		if run.killedAt != p.String() {
 			t.Errorf("%s: the run never reached it (killed at %q)", p, run.killedAt)
 			continue
@@ -620,5 +620,31 @@ func TestKillAtEveryStep(t *testing.T) {
 		if len(run.mismatch) > 0 {
 			t.Errorf("kill -9 at %s: the records differ from the cloud:\n  %s", p, strings.Join(run.mismatch, "\n  "))
 		}
+	}
+}
+
+// NoVMReconcile restores upstream's restart: a kill -9 once delete_vm has
+// returned leaves a record of a VM the cloud deleted, and once create_vm
+// has returned leaks the VM; the reference reconciles both.
+func TestKnobNoVMReconcile(t *testing.T) {
+	for _, tc := range []struct {
+		point crashPoint
+		want  string
+	}{
+		{crashPoint{Job: "change_instance_state", Stage: "Deleting VM", Phase: phaseAfter, N: 1}, "is recorded, the cloud has none"},
+		{crashPoint{Job: "deploy", Stage: "Creating VM", Phase: phaseAfter, N: 1}, "not in the records: leaked"},
+	} {
+		t.Run(tc.point.Stage, func(t *testing.T) {
+			bothWays(t, func(k *director.Knobs) { k.NoVMReconcile = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+				run := runCrashPoint(t, 1, &tc.point, k)
+				if run.killedAt != tc.point.String() {
+					t.Fatalf("never reached %s", tc.point)
+				}
+				got := strings.Join(run.mismatch, "\n")
+				if upstream != strings.Contains(got, tc.want) {
+					t.Fatalf("kill at %s, upstream %v: mismatches:\n%s\nwant %q: %v", tc.point, upstream, got, tc.want, upstream)
+				}
+			})
+		})
 	}
 }

@@ -58,6 +58,13 @@ type Knobs struct {
 	// done, or DiskNotAttached / DiskNotFound / the existing attachment
 	// says it was.
 	TrustCPIErrors bool
+	// NoVMReconcile: restart reconciles disks only, as upstream has no
+	// record of a create_vm or delete_vm in flight: a kill -9 during
+	// "Creating VM" leaks the VM, during "Deleting VM" leaves a record of a
+	// VM the cloud deleted. Reference: intents recorded before those calls
+	// are settled at start and recorded VMs the cloud lacks are forgotten
+	// (Director.Reconcile).
+	NoVMReconcile bool
 }
 
 // Profile names.
@@ -83,6 +90,7 @@ func Profile(name string) (Knobs, error) {
 			SwallowUnknownMessage:           true,
 			ZeroDynamicDiskWorkers:          true,
 			TrustCPIErrors:                  true,
+			NoVMReconcile:                   true,
 		}, nil
 	}
 	return Knobs{}, fmt.Errorf("director: unknown profile %q (want %q or %q)", name, ProfileReference, ProfileUpstream)

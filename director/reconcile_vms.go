@@ -84,6 +84,17 @@ func (d *Director) reconcileVMs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if d.cfg.Knobs.NoVMReconcile {
+		// As upstream: what was in flight is forgotten.
+		return d.st.Update(func(tx store.Tx) error {
+			for _, in := range intents {
+				if err := endIntent(tx, in); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	for _, in := range intents {
 		settled, why, err := d.settleIntent(ctx, in)
 		if err != nil {
@@ -258,7 +269,7 @@ func (d *Director) findVM(ctx context.Context, agentID string) (cid string, know
 // restart. An intent this cannot settle stays for the next start.
 func (j *job) abandonCreateVM(in Intent, callErr error) {
 	var e *cpiv2.Error
-	if errors.As(callErr, &e) {
+	if errors.As(callErr, &e) || j.knobs().NoVMReconcile {
 		_ = j.update(func(tx store.Tx) error { return endIntent(tx, in) })
 		return
 	}
