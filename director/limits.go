@@ -22,6 +22,10 @@ const (
 	// The director's own are UUIDs (36 bytes) and CIDs of a few dozen.
 	MaxIDLen = 255
 
+	// MaxPathLen bounds a file path given in a request (a stemcell's
+	// location or image_path): Linux's PATH_MAX.
+	MaxPathLen = 4096
+
 	// MaxMetadataKeys bounds the keys of a disk's metadata (the major
 	// clouds allow 50 to 64 tags or labels per resource).
 	MaxMetadataKeys = 64
@@ -198,4 +202,15 @@ func checkQuery(r *http.Request) error {
 func tarballTooBig(location, what string, got, limit int64) *Error {
 	return &Error{Status: http.StatusUnprocessableEntity, Field: "location",
 		Message: fmt.Sprintf("stemcell %s: %s is %d; at most %d", location, what, got, limit)}
+}
+
+// checkPath checks a file path given in a request.
+func checkPath(field, p string) error {
+	switch {
+	case len(p) > MaxPathLen:
+		return tooBig(field, len(p), MaxPathLen, "bytes")
+	case !utf8.ValidString(p):
+		return badField(field, "%q is not valid UTF-8", p)
+	}
+	return nil
 }

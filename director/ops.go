@@ -165,6 +165,15 @@ func (d *Director) UploadStemcell(user string, mf []byte, imagePath string) (int
 	if imagePath == "" {
 		return 0, badField("image_path", "is required")
 	}
+	if err := checkPath("image_path", imagePath); err != nil {
+		return 0, err
+	}
+	if err := checkID("stemcell.MF name", m.Name); err != nil {
+		return 0, err
+	}
+	if err := checkID("stemcell.MF version", m.Version); err != nil {
+		return 0, err
+	}
 	return d.enqueue(user, jobUploadStemcell, "", fmt.Sprintf("upload stemcell %s/%s", m.Name, m.Version),
 		stemcellArgs{Manifest: *m, ImagePath: imagePath})
 }

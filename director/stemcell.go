@@ -21,6 +21,9 @@ type stemcellUnpacker struct {
 }
 
 func (u *stemcellUnpacker) open(location string) (mf []byte, image string, err error) {
+	if err := checkPath("location", location); err != nil {
+		return nil, "", err
+	}
 	if !filepath.IsAbs(location) {
 		return nil, "", badField("location", "must be an absolute path; got %q", location)
 	}
