@@ -95,6 +95,9 @@ func (d *Director) recover() error {
 // one VM the CPI cannot list does not keep the director from starting.
 func (d *Director) Reconcile() error {
 	ctx := context.Background()
+	d.mu.Lock()
+	d.notes = nil
+	d.mu.Unlock()
 	if err := d.reconcileVMs(ctx); err != nil {
 		return err
 	}
@@ -208,7 +211,8 @@ func (d *Director) Reconcile() error {
 		if err != nil {
 			// One VM the CPI cannot list keeps its records as they are;
 			// the director starts, and the next start looks again.
-			d.note("get_disks %s failed (%d tries): %v; its attachments were not compared", v.CID, d.cfg.ReconcileTries, err)
+			d.note("get_disks %s failed (called again while retryable, %d calls at most): %v; its attachments were not compared",
+				v.CID, d.cfg.ReconcileTries, err)
 			continue
 		}
 		var onVM []string
