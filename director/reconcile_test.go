@@ -210,3 +210,48 @@ func TestReconcileKeepsUnsettledIntent(t *testing.T) {
 		t.Fatal("no reconciliation note")
 	}
 }
+
+// lostCreateVM is the lab's CPI with create_vm's response lost while lose
+// is set: the VM is made, the director hears a time-out.
+type lostCreateVM struct {
+	cpiv2.CPI
+
+	mu   sync.Mutex
+	lose bool // guarded by mu
+}
+
+func (c *lostCreateVM) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (cpiv2.CreateVMResult, error) {
+	res, err := c.CPI.CreateVM(ctx, args)
+	c.mu.Lock()
+	lose := c.lose
+	c.mu.Unlock()
+	if err == nil && lose {
+		return cpiv2.CreateVMResult{}, &cpiv2.InvalidResponseError{Kind: cpiv2.ErrCPITimeout, Method: cpiv2.MethodCreateVM, Detail: "response lost (test)"}
+	}
+	return res, err
+}
+
+// A create_vm whose response is lost (the VM made, the director told
+// nothing) fails its task without leaking the VM: its intent is settled at
+// once, by agent ID.
+func TestCreateVMLostResponseLeaksNothing(t *testing.T) {
+	var cpi *lostCreateVM
+	w := newWorld(t, worldOpts{configure: func(c *director.Config) {
+		cpi = &lostCreateVM{CPI: c.CPI.(cpiv2.CPI)}
+		c.CPI = cpi
+	}})
+	cpi.mu.Lock()
+	cpi.lose = true
+	cpi.mu.Unlock()
+	task := w.failed(w.d.ChangeInstanceState("admin", director.InstanceStateRequest{InstanceID: w.insts[0].ID, State: "recreate"}))
+	if !strings.Contains(task.Error, "create_vm") {
+		t.Fatalf("task error %q; want the create_vm failure", task.Error)
+	}
+	vms, _ := w.d.VMs()
+	if got := len(w.state().VMs); got != len(vms) || got != 1 {
+		t.Fatalf("the cloud has %d VMs, the director records %d; want 1 each (instance 1's)", got, len(vms))
+	}
+	if in, _ := w.d.Intents(); len(in) != 0 {
+		t.Fatalf("intents left: %+v", in)
+	}
+}
