@@ -8,6 +8,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -470,8 +471,10 @@ func recordsVsCloud(d *director.Director, l *lab.Lab) []string {
 	disks, _ := d.DynamicDisks()
 	orphans, _ := d.OrphanedDisks()
 	cloudDisk := map[string]string{} // CID → VM CID
+	cloudMeta := map[string]map[string]string{}
 	for _, dk := range cloud.Disks {
 		cloudDisk[dk.CID.String()] = dk.VMCID.String()
+		cloudMeta[dk.CID.String()] = dk.Metadata
 	}
 	known := map[string]bool{}
 	for _, dd := range disks {
@@ -484,6 +487,8 @@ func recordsVsCloud(d *director.Director, l *lab.Lab) []string {
 			bad("dynamic disk %s (%s) is recorded, the cloud has none", dd.Name, dd.CID)
 		case vm != dd.VMCID:
 			bad("dynamic disk %s: the record says VM %q, the cloud %q", dd.Name, dd.VMCID, vm)
+		case !maps.Equal(dd.Metadata, cloudMeta[dd.CID]):
+			bad("dynamic disk %s: the record says metadata %v, the cloud %v", dd.Name, dd.Metadata, cloudMeta[dd.CID])
 		}
 		known[dd.CID] = true
 	}

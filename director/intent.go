@@ -33,6 +33,10 @@ const (
 	// that appeared since and is not recorded (the upload then counts as
 	// done), or drops the intent when none did.
 	IntentCreateStemcell IntentOp = "create_stemcell"
+	// IntentSetDiskMetadata: set_disk_metadata of a dynamic disk. Restart
+	// calls it again (it is idempotent) and records the metadata, so the
+	// record says what the IaaS holds.
+	IntentSetDiskMetadata IntentOp = "set_disk_metadata"
 )
 
 // Intent is a durable record written before a CPI call whose outcome a
@@ -48,6 +52,9 @@ type Intent struct {
 	AgentID    string `json:"agent_id,omitempty"`
 	VMCID      string `json:"vm_cid,omitempty"`
 	DiskCID    string `json:"disk_cid,omitempty"`
+	DiskName   string `json:"disk_name,omitempty"`
+	// Metadata is what set_disk_metadata sets (IntentSetDiskMetadata).
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// StemcellAPIVersion is sent in the context of the calls that settle
 	// the intent.
 	StemcellAPIVersion int `json:"stemcell_api_version,omitempty"`

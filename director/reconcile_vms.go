@@ -195,6 +195,8 @@ func (d *Director) settleIntent(ctx context.Context, in Intent) (settled bool, w
 		})
 	case IntentCreateStemcell:
 		return d.settleCreateStemcell(ctx, in)
+	case IntentSetDiskMetadata:
+		return d.settleSetDiskMetadata(ctx, in)
 	}
 	return false, "", fmt.Errorf("unknown intent op %q", in.Op)
 }
@@ -277,4 +279,39 @@ func (j *job) abandonCreateVM(in Intent, callErr error) {
 	if err != nil || !settled {
 		j.debugf("create_vm for agent %s ended in doubt and its VM could not be settled (%s %v): left for restart", in.AgentID, why, err)
 	}
+}
+
+// settleSetDiskMetadata calls an interrupted set_disk_metadata again and
+// records the metadata, unless the disk's record is gone or names another
+// disk by now.
+func (d *Director) settleSetDiskMetadata(ctx context.Context, in Intent) (bool, string, error) {
+	dd, ok, err := d.dynamicDisk(in.DiskName)
+	if err != nil {
+		return false, "", err
+	}
+	if ok && dd.CID == in.DiskCID {
+		err := d.reconcileCall(func() error {
+			return d.cfg.CPI.SetDiskMetadata(cpiCtxFor(ctx, in.StemcellAPIVersion), cpiv2.MustCID[cpiv2.DiskKind](in.DiskCID), in.Metadata)
+		})
+		switch {
+		case errors.Is(err, cpiv2.ErrDiskNotFound):
+			ok = false // the disk reconciliation deals with its record
+		case err != nil && !errors.Is(err, cpiv2.ErrNotImplemented):
+			return false, "", fmt.Errorf("set_disk_metadata %s again: %w", in.DiskCID, err)
+		}
+	}
+	return true, "", d.st.Update(func(tx store.Tx) error {
+		if ok && dd.CID == in.DiskCID {
+			var now DynamicDisk
+			if found, err := tx.Get(store.DynamicDisks, in.DiskName, &now); err != nil {
+				return err
+			} else if found && now.CID == in.DiskCID {
+				now.Metadata = in.Metadata
+				if err := tx.Put(store.DynamicDisks, in.DiskName, now); err != nil {
+					return err
+				}
+			}
+		}
+		return endIntent(tx, in)
+	})
 }
