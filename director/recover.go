@@ -74,7 +74,10 @@ func (d *Director) recover() error {
 //
 //   - intents are settled: a create_vm in flight has its VM found (by
 //     agent ID, in the VMInventory or from the agent) and deleted; a
-//     delete_vm or an orphan's delete_disk in flight is finished;
+//     delete_vm or an orphan's delete_disk in flight is finished; a
+//     set_disk_metadata in flight is made again and recorded; a
+//     create_stemcell in flight has its stemcell recorded (with a
+//     StemcellInventory);
 //   - a recorded VM the IaaS no longer has (has_vm false, or get_disks
 //     answering VMNotFound) is forgotten: its record, the instance's
 //     reference, the attachments naming it;
