@@ -65,6 +65,10 @@ func (a *API) Handler() http.Handler {
 				}
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			if err := checkQuery(r); err != nil {
+				writeError(w, err)
+				return
+			}
 			if err := h(w, r, p); err != nil {
 				if errors.Is(err, errServerError) {
 					w.WriteHeader(http.StatusInternalServerError)
@@ -396,8 +400,8 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, _ Principal) err
 	limit := 100
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return badField("limit", "must be a positive integer; got %q", s)
+		if err != nil || n < 1 || n > MaxTaskListLimit {
+			return badField("limit", "must be an integer from 1 to %d; got %q", MaxTaskListLimit, s)
 		}
 		limit = n
 	}

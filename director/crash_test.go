@@ -115,7 +115,10 @@ func crashWorkload(dir string, seed uint64) error {
 	for i := 0; ; i++ {
 		name := fmt.Sprintf("disk-%d", rng.IntN(6))
 		var id int64
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
+		case 4: // a VM's delete and create, killed anywhere in between
+			id, err = d.ChangeInstanceState("admin", director.InstanceStateRequest{InstanceID: insts[rng.IntN(len(insts))].ID,
+				State: "recreate", ReattachDynamicDisks: true})
 		case 0, 1:
 			id, err = d.Provide("admin", director.ProvideRequest{DiskSize: 4, DiskName: name, DiskPoolName: "small",
 				InstanceID: insts[rng.IntN(len(insts))].ID})
@@ -244,6 +247,25 @@ func checkRecovered(t *testing.T, e *crashEnv, acked []int64) {
 		if !inIaaS[dd.CID] {
 			t.Errorf("disk %s (%s) recorded but not in the IaaS", dd.Name, dd.CID)
 		}
+	}
+	// VMs: the records equal the IaaS, whatever create_vm or delete_vm the
+	// kill interrupted.
+	vms, _ := d.VMs()
+	recVM := map[string]bool{}
+	for _, v := range vms {
+		recVM[v.CID] = true
+	}
+	for _, v := range st.VMs {
+		if !recVM[v.CID.String()] {
+			t.Errorf("IaaS VM %s (agent %s) is not recorded: leaked", v.CID, v.AgentID)
+		}
+		delete(recVM, v.CID.String())
+	}
+	for cid := range recVM {
+		t.Errorf("VM %s recorded but not in the IaaS", cid)
+	}
+	if in, _ := d.Intents(); len(in) != 0 {
+		t.Errorf("intents left unsettled after restart: %+v", in)
 	}
 }
 

@@ -58,6 +58,22 @@ type Config struct {
 	// doubt; it doubles for each further try (InDoubtTries in all). Default
 	// 1 s. See Knobs.TrustCPIErrors.
 	InDoubtBackoff time.Duration
+	// VMInventory, when set, lists every IaaS VM for restart
+	// reconciliation (see VMLister). Default: Inventory, if it implements
+	// VMLister, else CPI if it does; else none (the agent is asked).
+	VMInventory VMLister
+	// StemcellInventory, when set, lists every IaaS stemcell, so that an
+	// upload interrupted by a crash is settled at restart (see
+	// StemcellLister). Default: Inventory, if it implements
+	// StemcellLister, else CPI if it does; else none.
+	StemcellInventory StemcellLister
+	// ReconcileTries bounds the calls restart reconciliation makes of one
+	// CPI call while it fails with a retryable error (ok_to_retry, or no
+	// answer). Default 5.
+	ReconcileTries int
+	// ReconcileBackoff is the pause before reconciliation calls again; it
+	// doubles each time. Default 1 s (5 tries wait 15 s in all).
+	ReconcileBackoff time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -78,6 +94,20 @@ func (c *Config) setDefaults() error {
 			c.Inventory = l
 		}
 	}
+	if c.VMInventory == nil {
+		if l, ok := c.Inventory.(VMLister); ok {
+			c.VMInventory = l
+		} else if l, ok := c.CPI.(VMLister); ok {
+			c.VMInventory = l
+		}
+	}
+	if c.StemcellInventory == nil {
+		if l, ok := c.Inventory.(StemcellLister); ok {
+			c.StemcellInventory = l
+		} else if l, ok := c.CPI.(StemcellLister); ok {
+			c.StemcellInventory = l
+		}
+	}
 	if c.Name == "" {
 		c.Name = "cpilab"
 	}
@@ -89,6 +119,7 @@ func (c *Config) setDefaults() error {
 	def(&c.NormalWorkers, 2)
 	def(&c.UrgentWorkers, 1)
 	def(&c.DynamicDiskWorkers, 2)
+	def(&c.ReconcileTries, 5)
 	defd := func(p *time.Duration, v time.Duration) {
 		if *p <= 0 {
 			*p = v
@@ -100,6 +131,7 @@ func (c *Config) setDefaults() error {
 	defd(&c.AgentTimeout, 60*time.Second)
 	defd(&c.AgentPingTimeout, 5*time.Second)
 	defd(&c.InDoubtBackoff, time.Second)
+	defd(&c.ReconcileBackoff, time.Second)
 	return nil
 }
 
@@ -118,6 +150,7 @@ type Director struct {
 	waiters map[int64]int      // guarded by mu: WaitTask callers per task
 	ended   map[int64]bool     // guarded by mu: waited-on tasks that ended
 	closed  bool               // guarded by mu
+	notes   []string           // guarded by mu: what start-up reconciliation left for later
 }
 
 // New starts a director: it recovers the store (failing tasks that were in

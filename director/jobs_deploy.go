@@ -33,6 +33,11 @@ func (j *job) uploadStemcell(req stemcellArgs) (any, error) {
 		return map[string]string{"stemcell_cid": sc.CID}, nil
 	}
 	props := cloudProps(mf.CloudProperties)
+	intent, err := j.stemcellIntent(Stemcell{Name: mf.Name, Version: mf.Version, OS: mf.OS, APIVersion: mf.APIVersion,
+		CloudProperties: props})
+	if err != nil {
+		return nil, err
+	}
 	var cid cpiv2.StemcellCID
 	err = j.step("Uploading stemcell", key, func() error {
 		var err error
@@ -41,12 +46,18 @@ func (j *job) uploadStemcell(req stemcellArgs) (any, error) {
 		return err
 	})
 	if err != nil {
+		_ = j.update(func(tx store.Tx) error { return endIntent(tx, intent) })
 		return nil, fmt.Errorf("create_stemcell %s: %w", key, err)
 	}
 	sc = Stemcell{Name: mf.Name, Version: mf.Version, OS: mf.OS, APIVersion: mf.APIVersion, CID: cid.String(),
 		CloudProperties: props}
 	return map[string]string{"stemcell_cid": sc.CID},
-		j.update(func(tx store.Tx) error { return tx.Put(store.Stemcells, key, sc) })
+		j.update(func(tx store.Tx) error {
+			if err := endIntent(tx, intent); err != nil {
+				return err
+			}
+			return tx.Put(store.Stemcells, key, sc)
+		})
 }
 
 type cloudConfigArgs struct {
@@ -234,6 +245,10 @@ func (j *job) deleteOrphanedDisks(req orphanArgs) (any, error) {
 	}
 	var deleted []string
 	for _, o := range orphans {
+		intent := Intent{Op: IntentDeleteOrphanedDisk, DiskCID: o.CID}
+		if err := j.update(func(tx store.Tx) error { return j.beginIntent(tx, &intent) }); err != nil {
+			return nil, err
+		}
 		err := j.step("Deleting orphaned disk", o.CID, func() error {
 			err := d.cfg.CPI.DeleteDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](o.CID))
 			if errors.Is(err, cpiv2.ErrDiskNotFound) { // bosh 1242: gone is done
@@ -242,9 +257,15 @@ func (j *job) deleteOrphanedDisks(req orphanArgs) (any, error) {
 			return err
 		})
 		if err != nil {
+			_ = j.update(func(tx store.Tx) error { return endIntent(tx, intent) }) // the orphan stays recorded
 			return nil, fmt.Errorf("delete orphaned disk %s: %w", o.CID, err)
 		}
-		if err := j.update(func(tx store.Tx) error { return tx.Delete(store.OrphanedDisks, o.CID) }); err != nil {
+		if err := j.update(func(tx store.Tx) error {
+			if err := endIntent(tx, intent); err != nil {
+				return err
+			}
+			return tx.Delete(store.OrphanedDisks, o.CID)
+		}); err != nil {
 			return nil, err
 		}
 		deleted = append(deleted, o.CID)

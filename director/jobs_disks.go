@@ -432,17 +432,28 @@ func (j *job) setMetadata(dd *DynamicDisk, meta map[string]any, stemcellAPI int)
 	}
 	tags["director"] = j.d.cfg.Name
 	tags["deployment"] = dd.Deployment
+	intent := Intent{Op: IntentSetDiskMetadata, DiskCID: dd.CID, DiskName: dd.Name, Metadata: tags, Request: meta,
+		StemcellAPIVersion: stemcellAPI}
+	if err := j.update(func(tx store.Tx) error { return j.beginIntent(tx, &intent) }); err != nil {
+		return err
+	}
 	err := j.step("Setting disk metadata", dd.CID, func() error {
 		return j.d.cfg.CPI.SetDiskMetadata(j.cpiCtx(stemcellAPI), cpiv2.MustCID[cpiv2.DiskKind](dd.CID), tags)
 	})
 	if errors.Is(err, cpiv2.ErrNotImplemented) {
 		j.debugf("set_disk_metadata not implemented by the CPI: skipped")
 	} else if err != nil {
+		_ = j.update(func(tx store.Tx) error { return endIntent(tx, intent) })
 		return fmt.Errorf("set_disk_metadata %s: %w", dd.CID, err)
 	}
 	dd.Metadata = meta
 	rec := *dd
-	return j.update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, rec) })
+	return j.update(func(tx store.Tx) error {
+		if err := endIntent(tx, intent); err != nil {
+			return err
+		}
+		return tx.Put(store.DynamicDisks, dd.Name, rec)
+	})
 }
 
 // link asks the VM's agent to symlink the attached disk (add_dynamic_disk),

@@ -97,7 +97,13 @@ func (j *job) createVM(inst *Instance) error {
 	}
 	inst.AgentID = newUUID(d.r)
 	rec := *inst
-	if err := j.update(func(tx store.Tx) error { return tx.Put(store.Instances, inst.ID, rec) }); err != nil {
+	intent := Intent{Op: IntentCreateVM, InstanceID: inst.ID, AgentID: inst.AgentID, StemcellAPIVersion: sc.APIVersion}
+	if err := j.update(func(tx store.Tx) error {
+		if err := j.beginIntent(tx, &intent); err != nil {
+			return err
+		}
+		return tx.Put(store.Instances, inst.ID, rec)
+	}); err != nil {
 		return err
 	}
 	var res cpiv2.CreateVMResult
@@ -111,6 +117,7 @@ func (j *job) createVM(inst *Instance) error {
 		return err
 	})
 	if err != nil {
+		j.abandonCreateVM(intent, err)
 		return fmt.Errorf("create_vm for %s/%s: %w", inst.Group, inst.ID, err)
 	}
 	vm := VM{CID: res.VMCID.String(), InstanceID: inst.ID, AgentID: inst.AgentID, Deployment: inst.Deployment,
@@ -119,6 +126,9 @@ func (j *job) createVM(inst *Instance) error {
 	rec = *inst
 	if err := j.update(func(tx store.Tx) error {
 		if err := tx.Put(store.VMs, vm.CID, vm); err != nil {
+			return err
+		}
+		if err := endIntent(tx, intent); err != nil {
 			return err
 		}
 		return tx.Put(store.Instances, inst.ID, rec)
@@ -183,6 +193,11 @@ func (j *job) deleteVMOfKeeping(inst *Instance, keepAttached bool) ([]string, er
 			j.debugf("agent %s stop: %v", vm.AgentID, err)
 		}
 	}
+	intent := Intent{Op: IntentDeleteVM, InstanceID: inst.ID, AgentID: vm.AgentID, VMCID: vm.CID,
+		StemcellAPIVersion: vm.StemcellAPIVersion}
+	if err := j.update(func(tx store.Tx) error { return j.beginIntent(tx, &intent) }); err != nil {
+		return detached, err
+	}
 	err = j.step("Deleting VM", vm.CID, func() error {
 		return j.vmCall(inst.ID, func() error {
 			err := d.cfg.CPI.DeleteVM(j.cpiCtx(vm.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](vm.CID))
@@ -194,12 +209,16 @@ func (j *job) deleteVMOfKeeping(inst *Instance, keepAttached bool) ([]string, er
 		})
 	})
 	if err != nil {
+		_ = j.update(func(tx store.Tx) error { return endIntent(tx, intent) }) // the VM stays recorded
 		return detached, fmt.Errorf("delete_vm %s: %w", vm.CID, err)
 	}
 	inst.VMCID = ""
 	rec := *inst
 	err = j.update(func(tx store.Tx) error {
 		if err := tx.Delete(store.VMs, vm.CID); err != nil {
+			return err
+		}
+		if err := endIntent(tx, intent); err != nil {
 			return err
 		}
 		// As upstream's FK (ON DELETE SET NULL): records still naming

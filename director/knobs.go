@@ -106,6 +106,13 @@ type Knobs struct {
 	// such responses are invalid, and the CPI's leftover children are killed
 	// WaitDelay after it exits (cpiv2.LenientJSON, cpiv2.WaitForPipes).
 	LenientCPIWire bool
+	// NoVMReconcile: restart reconciles disks only, as upstream has no
+	// record of a create_vm or delete_vm in flight: a kill -9 during
+	// "Creating VM" leaks the VM, during "Deleting VM" leaves a record of a
+	// VM the cloud deleted. Reference: intents recorded before those calls
+	// are settled at start and recorded VMs the cloud lacks are forgotten
+	// (Director.Reconcile).
+	NoVMReconcile bool
 }
 
 // CPIProfile returns the caller profile the director speaks CPI with under
@@ -148,6 +155,7 @@ func Profile(name string) (Knobs, error) {
 			MalformedJSONServerError:        true,
 			V2InfoErrorMeansV1:              true,
 			LenientCPIWire:                  true,
+			NoVMReconcile:                   true,
 		}, nil
 	}
 	return Knobs{}, fmt.Errorf("director: unknown profile %q (want %q or %q)", name, ProfileReference, ProfileUpstream)

@@ -42,6 +42,16 @@ func checkSize(size int) error {
 	if size < 1 {
 		return validation(CodeValidationViolatedMin, "disk_size", "'disk_size' value (%d) should be greater than 1", size)
 	}
+	return checkDiskSize("disk_size", size)
+}
+
+// checkIDs bounds the IDs and names of a request (limits.go).
+func checkIDs(props ...[2]string) error {
+	for _, p := range props {
+		if err := checkID(p[0], p[1]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -67,6 +77,12 @@ func (d *Director) Provide(user string, req ProvideRequest) (int64, error) {
 	if err := checkSize(req.DiskSize); err != nil {
 		return 0, err
 	}
+	if err := checkIDs([2]string{"instance_id", req.InstanceID}, [2]string{"disk_pool_name", req.DiskPoolName}); err != nil {
+		return 0, err
+	}
+	if err := checkMetadataLimits(req.Metadata); err != nil {
+		return 0, err
+	}
 	return d.enqueue(user, jobProvide, d.deploymentOf(req.InstanceID), "provide dynamic disk", req)
 }
 
@@ -87,6 +103,13 @@ func (d *Director) CreateDynamicDisk(user string, req CreateDiskRequest) (int64,
 	if err := checkSize(req.DiskSize); err != nil {
 		return 0, err
 	}
+	if err := checkIDs([2]string{"instance_id", req.InstanceID}, [2]string{"disk_pool_name", req.DiskPoolName},
+		[2]string{"deployment_name", req.Deployment}, [2]string{"az", req.AZ}); err != nil {
+		return 0, err
+	}
+	if err := checkMetadataLimits(req.Metadata); err != nil {
+		return 0, err
+	}
 	dep := req.Deployment
 	if dep == "" {
 		dep = d.deploymentOf(req.InstanceID)
@@ -100,6 +123,12 @@ func (d *Director) AttachDynamicDisk(user string, req AttachRequest) (int64, err
 		return 0, err
 	}
 	if err := required([2]string{"instance_id", req.InstanceID}); err != nil {
+		return 0, err
+	}
+	if err := checkIDs([2]string{"instance_id", req.InstanceID}); err != nil {
+		return 0, err
+	}
+	if err := checkMetadataLimits(req.Metadata); err != nil {
 		return 0, err
 	}
 	return d.enqueue(user, jobAttach, d.deploymentOf(req.InstanceID), "attach dynamic disk", req)
@@ -137,12 +166,24 @@ func (d *Director) DynamicDisk(name string) (DynamicDisk, error) {
 // UploadStemcell queues a stemcell upload: mf is stemcell.MF, imagePath the
 // image the CPI's create_stemcell reads.
 func (d *Director) UploadStemcell(user string, mf []byte, imagePath string) (int64, error) {
+	if err := checkStemcellManifestLimits(mf); err != nil {
+		return 0, err
+	}
 	m, err := ParseStemcellManifest(mf)
 	if err != nil {
 		return 0, err
 	}
 	if imagePath == "" {
 		return 0, badField("image_path", "is required")
+	}
+	if err := checkPath("image_path", imagePath); err != nil {
+		return 0, err
+	}
+	if err := checkID("stemcell.MF name", m.Name); err != nil {
+		return 0, err
+	}
+	if err := checkID("stemcell.MF version", m.Version); err != nil {
+		return 0, err
 	}
 	return d.enqueue(user, jobUploadStemcell, "", fmt.Sprintf("upload stemcell %s/%s", m.Name, m.Version),
 		stemcellArgs{Manifest: *m, ImagePath: imagePath})
@@ -155,7 +196,14 @@ func (d *Director) Stemcells() ([]Stemcell, error) {
 
 // UpdateCloudConfig queues replacing the cloud config with text (YAML).
 func (d *Director) UpdateCloudConfig(user string, text []byte) (int64, error) {
-	if _, err := ParseCloudConfig(text); err != nil {
+	if err := checkCloudConfigLimits(text, nil); err != nil {
+		return 0, err
+	}
+	cc, err := ParseCloudConfig(text)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkCloudConfigLimits(text, cc); err != nil {
 		return 0, err
 	}
 	return d.enqueue(user, jobUpdateCloudConfig, "", "update cloud config", cloudConfigArgs{YAML: string(text)})
@@ -166,12 +214,18 @@ func (d *Director) CloudConfig() (*CloudConfig, error) { return d.cloudConfig() 
 
 // Deploy queues deploying a manifest (YAML).
 func (d *Director) Deploy(user string, manifest []byte) (int64, error) {
+	if err := checkManifestLimits(manifest, nil); err != nil {
+		return 0, err
+	}
 	cc, err := d.cloudConfig()
 	if err != nil {
 		return 0, err
 	}
 	m, err := ParseManifest(manifest, cc)
 	if err != nil {
+		return 0, err
+	}
+	if err := checkManifestLimits(manifest, m); err != nil {
 		return 0, err
 	}
 	for _, ms := range m.Stemcells {
@@ -239,6 +293,9 @@ func (d *Director) ChangeInstanceState(user string, req InstanceStateRequest) (i
 
 // DeleteVM queues DELETE /vms/:cid.
 func (d *Director) DeleteVM(user, cid string) (int64, error) {
+	if err := checkID("vm_cid", cid); err != nil {
+		return 0, err
+	}
 	vm, ok, err := d.vm(cid)
 	if err != nil {
 		return 0, err
@@ -265,6 +322,14 @@ func (d *Director) OrphanedDisks() ([]OrphanedDisk, error) {
 // DeleteOrphanedDisks queues deleting the named orphaned disks (none named:
 // all of them).
 func (d *Director) DeleteOrphanedDisks(user string, cids []string) (int64, error) {
+	if len(cids) > MaxOrphanCIDs {
+		return 0, tooBig("disk_cids", len(cids), MaxOrphanCIDs, "CIDs")
+	}
+	for _, c := range cids {
+		if err := checkID("disk_cid", c); err != nil {
+			return 0, err
+		}
+	}
 	return d.enqueue(user, jobDeleteOrphans, "", "delete orphaned disks", orphanArgs{CIDs: cids})
 }
 

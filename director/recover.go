@@ -72,6 +72,15 @@ func (d *Director) recover() error {
 // Reconcile brings the store and the IaaS back in line after a crash (New
 // calls it before starting workers; it must not run beside jobs):
 //
+//   - intents are settled: a create_vm in flight has its VM found (by
+//     agent ID, in the VMInventory or from the agent) and deleted; a
+//     delete_vm or an orphan's delete_disk in flight is finished; a
+//     set_disk_metadata in flight is made again and recorded; a
+//     create_stemcell in flight has its stemcell recorded (with a
+//     StemcellInventory);
+//   - a recorded VM the IaaS no longer has (has_vm false, or get_disks
+//     answering VMNotFound) is forgotten: its record, the instance's
+//     reference, the attachments naming it;
 //   - a disk whose create_disk was in flight (no CID recorded) loses its
 //     record; with an Inventory, any IaaS disk the director does not know is
 //     recorded as an orphaned disk;
@@ -82,13 +91,24 @@ func (d *Director) recover() error {
 //   - each VM's get_disks is compared with the records: a known disk
 //     attached without a record of it is detached; an unknown disk is
 //     detached and recorded as an orphaned disk.
+//
+// Every CPI call is made again while it fails with a retryable error
+// (Config.ReconcileTries, Config.ReconcileBackoff on the runtime's clock).
+// A VM whose get_disks still fails is skipped and noted (ReconcileNotes):
+// one VM the CPI cannot list does not keep the director from starting.
 func (d *Director) Reconcile() error {
 	ctx := context.Background()
+	d.mu.Lock()
+	d.notes = nil
+	d.mu.Unlock()
+	if err := d.reconcileVMs(ctx); err != nil {
+		return err
+	}
 	disks, err := d.listDynamicDisks(nil)
 	if err != nil {
 		return err
 	}
-	vms, err := listAll[VM](d.st, store.VMs, nil)
+	vms, err := listAll[VM](d.st, store.VMs, nil) // those reconcileVMs kept
 	if err != nil {
 		return err
 	}
@@ -109,8 +129,10 @@ func (d *Director) Reconcile() error {
 		if v.AgentID != "" && d.cfg.Agents.WaitUntilReady(v.AgentID, d.cfg.AgentPingTimeout) == nil {
 			_, _ = d.cfg.Agents.Run(v.AgentID, agentRemoveDynamicDisk, diskCID)
 		}
-		err := d.cfg.CPI.DetachDisk(cpiCtxFor(ctx, v.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](vmCID),
-			cpiv2.MustCID[cpiv2.DiskKind](diskCID))
+		err := d.reconcileCall(func() error {
+			return d.cfg.CPI.DetachDisk(cpiCtxFor(ctx, v.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](vmCID),
+				cpiv2.MustCID[cpiv2.DiskKind](diskCID))
+		})
 		if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) || errors.Is(err, cpiv2.ErrDiskNotFound) {
 			return nil
 		}
@@ -134,7 +156,7 @@ func (d *Director) Reconcile() error {
 					return fmt.Errorf("detach %s from %s before delete: %w", dd.CID, dd.VMCID, err)
 				}
 			}
-			err := d.cfg.CPI.DeleteDisk(ctx, cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
+			err := d.reconcileCall(func() error { return d.cfg.CPI.DeleteDisk(ctx, cpiv2.MustCID[cpiv2.DiskKind](dd.CID)) })
 			if err != nil && !errors.Is(err, cpiv2.ErrDiskNotFound) {
 				return fmt.Errorf("finish delete of %s: %w", dd.CID, err)
 			}
@@ -180,12 +202,21 @@ func (d *Director) Reconcile() error {
 		})
 	}
 	for _, v := range vms {
-		got, err := d.cfg.CPI.GetDisks(cpiCtxFor(ctx, v.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](v.CID))
+		var got []cpiv2.DiskCID
+		err := d.reconcileCall(func() error {
+			var err error
+			got, err = d.cfg.CPI.GetDisks(cpiCtxFor(ctx, v.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](v.CID))
+			return err
+		})
 		if errors.Is(err, cpiv2.ErrNotImplemented) || errors.Is(err, cpiv2.ErrVMNotFound) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("get_disks %s: %w", v.CID, err)
+			// One VM the CPI cannot list keeps its records as they are;
+			// the director starts, and the next start looks again.
+			d.note("get_disks %s failed (called again while retryable, %d calls at most): %v; its attachments were not compared",
+				v.CID, d.cfg.ReconcileTries, err)
+			continue
 		}
 		var onVM []string
 		for _, c := range got {
@@ -215,7 +246,12 @@ func (d *Director) Reconcile() error {
 		}
 	}
 	if d.cfg.Inventory != nil {
-		all, err := d.cfg.Inventory.ListDisks(ctx)
+		var all []cpiv2.DiskCID
+		err := d.reconcileCall(func() error {
+			var err error
+			all, err = d.cfg.Inventory.ListDisks(ctx)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("list IaaS disks: %w", err)
 		}

@@ -100,7 +100,7 @@ func (b jsonBody) integer(name string, min int) (int, error) {
 	}
 	n, isNum := v.(json.Number)
 	i, err := n.Int64()
-	if !isNum || err != nil || strings.ContainsAny(n.String(), ".eE") || i > 1<<31 || i < -(1<<31) {
+	if !isNum || err != nil || strings.ContainsAny(n.String(), ".eE") {
 		return 0, validation(CodeValidationInvalidType, name, "Property '%s' value (%s) did not match the required type 'Integer'", name, inspect(v))
 	}
 	if int(i) < min {

@@ -21,6 +21,9 @@ type stemcellUnpacker struct {
 }
 
 func (u *stemcellUnpacker) open(location string) (mf []byte, image string, err error) {
+	if err := checkPath("location", location); err != nil {
+		return nil, "", err
+	}
 	if !filepath.IsAbs(location) {
 		return nil, "", badField("location", "must be an absolute path; got %q", location)
 	}
@@ -29,12 +32,19 @@ func (u *stemcellUnpacker) open(location string) (mf []byte, image string, err e
 		return nil, "", unprocessable("stemcell location %s: %v", location, err)
 	}
 	dir := location
+	if !fi.IsDir() && fi.Size() > MaxStemcellTarballBytes {
+		return nil, "", tarballTooBig(location, "the tarball's size in bytes", fi.Size(), MaxStemcellTarballBytes)
+	}
 	if !fi.IsDir() {
 		if dir, err = u.unpack(location); err != nil {
 			return nil, "", err
 		}
 	}
-	mf, err = os.ReadFile(filepath.Join(dir, "stemcell.MF"))
+	mfPath := filepath.Join(dir, "stemcell.MF")
+	if fi, err := os.Stat(mfPath); err == nil && fi.Size() > MaxStemcellManifestBytes {
+		return nil, "", tarballTooBig(location, "stemcell.MF's size in bytes", fi.Size(), MaxStemcellManifestBytes)
+	}
+	mf, err = os.ReadFile(mfPath)
 	if err != nil {
 		return nil, "", unprocessable("stemcell at %s has no stemcell.MF: %v", location, err)
 	}
@@ -57,6 +67,10 @@ func (u *stemcellUnpacker) unpack(tgz string) (_ string, err error) {
 	}
 	base := u.dir
 	u.mu.Unlock()
+	// The configured directory may not exist yet (a fresh data dir).
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", fmt.Errorf("stemcells directory %s: %w", base, err)
+	}
 	out, err := os.MkdirTemp(base, "stemcell-")
 	if err != nil {
 		return "", err
@@ -76,7 +90,7 @@ func (u *stemcellUnpacker) unpack(tgz string) (_ string, err error) {
 		return "", unprocessable("stemcell %s is not a gzipped tarball: %v", tgz, err)
 	}
 	tr := tar.NewReader(zr)
-	for {
+	for entries := 1; ; entries++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return out, nil
@@ -84,12 +98,19 @@ func (u *stemcellUnpacker) unpack(tgz string) (_ string, err error) {
 		if err != nil {
 			return "", unprocessable("stemcell %s: %v", tgz, err)
 		}
+		if entries > MaxStemcellTarEntries {
+			return "", tarballTooBig(tgz, "the number of entries", int64(entries), MaxStemcellTarEntries)
+		}
 		name := filepath.Base(filepath.Clean(h.Name))
 		if h.Typeflag != tar.TypeReg || (name != "stemcell.MF" && name != "image") || strings.Contains(h.Name, "..") {
 			continue
 		}
-		if h.Size > maxStemcellFile {
-			return "", unprocessable("stemcell %s: %s is %d bytes; at most %d", tgz, h.Name, h.Size, int64(maxStemcellFile))
+		limit := int64(MaxStemcellImageBytes)
+		if name == "stemcell.MF" {
+			limit = MaxStemcellManifestBytes
+		}
+		if h.Size > limit {
+			return "", tarballTooBig(tgz, h.Name+"'s size in bytes", h.Size, limit)
 		}
 		src := &readErrs{r: tr}
 		if err := writeFile(filepath.Join(out, name), src); err != nil {
@@ -115,9 +136,6 @@ func (e *readErrs) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// maxStemcellFile bounds each file unpacked from a stemcell tarball: 1 GiB.
-const maxStemcellFile = 1 << 30
 
 func writeFile(path string, r io.Reader) error {
 	f, err := os.Create(path)

@@ -18,7 +18,7 @@ func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg := launch.Config{Out: stdout}
 	var cpiCommand string
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "state directory: director.db, the fake cloud, ca.pem (default: the user's cache dir + cpilab/director)")
-	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:25555", "API address (loopback)")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:25555", "API address; with --plain-http it must be loopback (127.0.0.1, [::1], localhost)")
 	fs.BoolVar(&cfg.PlainHTTP, "plain-http", false, "serve the API without TLS")
 	fs.StringVar(&cfg.Profile, "profile", "reference", "behaviour profile: reference (safe) or upstream (upstream's races and API details, see docs/upstream.md)")
 	fs.StringVar(&cfg.CPIProfile, "cpi-profile", "director-current", "CPI caller profile: director-v1, director-v2 or director-current")

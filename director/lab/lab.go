@@ -21,6 +21,7 @@ import (
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/agent/boothook"
 	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
 	"github.com/cpilab/cpilab/mbus"
@@ -216,6 +217,34 @@ func (l *Lab) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) {
 	out := make([]cpiv2.DiskCID, 0, len(st.Disks))
 	for _, d := range st.Disks {
 		out = append(out, d.CID)
+	}
+	return out, nil
+}
+
+// ListVMs lists every IaaS VM with its agent ID: the director's restart
+// reconciliation uses it (director.VMLister) to find a VM whose create_vm
+// was interrupted.
+func (l *Lab) ListVMs(ctx context.Context) ([]director.ListedVM, error) {
+	st, err := l.Cloud.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]director.ListedVM, 0, len(st.VMs))
+	for _, v := range st.VMs {
+		out = append(out, director.ListedVM{CID: v.CID, AgentID: v.AgentID})
+	}
+	return out, nil
+}
+
+// ListStemcells lists every IaaS stemcell (director.StemcellLister).
+func (l *Lab) ListStemcells(ctx context.Context) ([]cpiv2.StemcellCID, error) {
+	st, err := l.Cloud.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cpiv2.StemcellCID, 0, len(st.Stemcells))
+	for _, s := range st.Stemcells {
+		out = append(out, s.CID)
 	}
 	return out, nil
 }

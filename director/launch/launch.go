@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -39,7 +40,10 @@ type Config struct {
 	DataDir string
 	// Listen is the API's address. Default "127.0.0.1:25555".
 	Listen string
-	// PlainHTTP serves the API without TLS. Default false.
+	// PlainHTTP serves the API without TLS. Default false. Only on a
+	// loopback Listen address (127.0.0.0/8, ::1, localhost): Run refuses
+	// any other with ErrPlainHTTPNotLoopback, since tokens and passwords
+	// would cross the network in clear.
 	PlainHTTP bool
 	// Profile is the knob profile: "reference" (default) or "upstream".
 	Profile string
@@ -85,6 +89,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	if cfg.Out == nil {
 		cfg.Out = os.Stdout
+	}
+	if err := checkListen(cfg.Listen, cfg.PlainHTTP); err != nil {
+		return err
 	}
 	knobs, err := director.Profile(cfg.Profile)
 	if err != nil {
@@ -209,4 +216,29 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// ErrPlainHTTPNotLoopback is returned by Run for PlainHTTP on an address
+// that is not loopback.
+var ErrPlainHTTPNotLoopback = errors.New("launch: the API without TLS listens only on loopback")
+
+// checkListen refuses plain HTTP on any address but loopback: an empty host
+// (every interface), a non-loopback IP, or a host name other than
+// localhost.
+func checkListen(addr string, plain bool) error {
+	if !plain {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("launch: listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: listen address %q is not loopback; tokens and passwords would cross the network in clear: "+
+		"listen on 127.0.0.1 or [::1], or serve TLS (no plain HTTP)", ErrPlainHTTPNotLoopback, addr)
 }

@@ -32,6 +32,7 @@ var migrations = []string{
 	kindTable(Instances), kindTable(VMs), kindTable(Disks), kindTable(DynamicDisks), kindTable(OrphanedDisks),
 	kindTable(Users),
 	`CREATE TABLE IF NOT EXISTS sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL)`,
+	kindTable(Intents),
 }
 
 // kindTable is the migration creating a Kind's table.

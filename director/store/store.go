@@ -40,12 +40,16 @@ const (
 	DynamicDisks  Kind = "dynamic_disks"
 	OrphanedDisks Kind = "orphaned_disks"
 	Users         Kind = "users"
+	// Intents are the director's records of CPI calls in flight whose
+	// outcome a crash could lose (create_vm, delete_vm, …): written before
+	// the call, removed with the record of its outcome.
+	Intents Kind = "intents"
 )
 
 // AllKinds lists every kind. A new kind also needs its table migration
 // appended in sqlite.go.
 var AllKinds = []Kind{Tasks, Locks, Stemcells, CloudConfigs, Deployments, Instances, VMs, Disks,
-	DynamicDisks, OrphanedDisks, Users}
+	DynamicDisks, OrphanedDisks, Users, Intents}
 
 // Errors returned (wrapped) by stores.
 var (
