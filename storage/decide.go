@@ -47,7 +47,7 @@ type Decision struct {
 }
 
 // ActionsInWindow counts the budgeted actions in (at-24h, at].
-func (s *Status) ActionsInWindow(at time.Time) int {
+func (s Status) ActionsInWindow(at time.Time) int {
 	n := 0
 	for _, a := range s.History {
 		if a.CountsAgainstBudget() && a.At.After(at.Add(-BudgetWindow)) && !a.At.After(at) {
@@ -92,14 +92,14 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // validated. It does not change st: call Record with what was done.
 func Decide(p Policy, st Status, o Observation, prof Profile) Decision {
 	d := Decision{Kind: None, FromMiB: o.SizeMiB}
-	if !o.Known {
-		d.State = StateWaitingForDiskStatus
-		d.Blocked = append(d.Blocked, Condition{Gate: GateNoStatus, Message: "no usage report for the volume"})
-		return d
-	}
 	if o.InFlight {
 		d.State = StateResizing
 		d.Blocked = append(d.Blocked, Condition{Gate: GateInFlight, Message: "a modification of the disk is in progress"})
+		return d
+	}
+	if !o.Known {
+		d.State = StateWaitingForDiskStatus
+		d.Blocked = append(d.Blocked, Condition{Gate: GateNoStatus, Message: "no usage report for the volume"})
 		return d
 	}
 	size, used := o.SizeMiB, min(o.UsedMiB, o.SizeMiB)

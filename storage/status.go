@@ -99,6 +99,10 @@ type Status struct {
 	// NextWindow is when the maintenance window next opens (PendingGrowth).
 	NextWindow time.Time
 
+	// PendingTask is the Director task of the action in flight ("" when
+	// none).
+	PendingTask string
+
 	// Counter and CounterAt model the fork's budget (Profile.BudgetReset).
 	Counter   int
 	CounterAt time.Time
