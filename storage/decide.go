@@ -68,6 +68,17 @@ func (s *Status) used(at time.Time, prof Profile) int {
 	return s.ActionsInWindow(at)
 }
 
+// shrinkAllowed: no growth in the last ShrinkDelay (a grow's step may
+// overshoot; taking it back at once is a flap).
+func (s *Status) shrinkAllowed(at time.Time, p Policy) bool {
+	for _, a := range s.History {
+		if a.ToMiB > a.FromMiB && a.Result != Refused && at.Sub(a.At) < p.ShrinkDelay {
+			return false
+		}
+	}
+	return true
+}
+
 // lastPlannedAt is when the last non-urgent budgeted action was issued.
 func (s *Status) lastPlannedAt() time.Time {
 	var t time.Time
@@ -79,11 +90,23 @@ func (s *Status) lastPlannedAt() time.Time {
 	return t
 }
 
-// ConvergeSize is the size that leaves TargetBuffer % free at used, clamped
-// to [request, limit] and never below used space.
-func ConvergeSize(p Policy, usedMiB int64) int64 {
-	t := ceilDiv(usedMiB*100, int64(100-p.TargetBuffer))
-	return min(max(t, p.RequestMiB), p.LimitMiB)
+// ConvergeSize is the size the policy converges toward at used: the
+// smallest that leaves TargetBuffer % free and is not critical (below
+// CriticalThreshold % used, more than CriticalMinimumFree free), within
+// [request, limit].
+func ConvergeSize(p Policy, usedMiB int64) int64 { return fitSize(p, usedMiB, 0) }
+
+// fitSize is the smallest size s at which used plus a margin of marginPct %
+// of s still leaves the target buffer free and is not critical, within
+// [request, limit].
+func fitSize(p Policy, used int64, marginPct int) int64 {
+	pct := min(100-p.TargetBuffer, p.Emergency.CriticalThreshold-1) - marginPct
+	pct = max(pct, 1)
+	s := ceilDiv(used*100, int64(pct))
+	if !p.Emergency.Disabled {
+		s = max(s, ceilDiv((used+p.Emergency.CriticalMinimumFreeMiB+1)*100, int64(100-marginPct)))
+	}
+	return min(max(s, p.RequestMiB), p.LimitMiB)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
@@ -136,9 +159,11 @@ func Decide(p Policy, st Status, o Observation, prof Profile) Decision {
 			return d
 		}
 		d.Kind, d.TargetMiB = ScheduledGrow, min(size+step(p, d.ConvergeMiB-size), ceiling)
-	case p.AllowShrink && shrinkWanted(p, size, free, prof) && d.ConvergeMiB < size:
+	case p.AllowShrink && shrinkWanted(p, size, free, prof) && shrinkSize(p, used, prof) < size && st.shrinkAllowed(o.At, p):
 		d.State = StateNeedsShrink
-		d.Kind, d.TargetMiB = ScheduledShrink, max(d.ConvergeMiB, size-p.MaxStepMiB)
+		// Shrink leaves half the hysteresis as extra room, so that a small
+		// rise in use after a shrink does not call for a grow at once.
+		d.Kind, d.TargetMiB = ScheduledShrink, max(shrinkSize(p, used, prof), size-p.MaxStepMiB)
 	default:
 		d.State = StateBalanced
 		return d
@@ -161,6 +186,16 @@ func Decide(p Policy, st Status, o Observation, prof Profile) Decision {
 		d.Kind, d.TargetMiB = None, 0
 	}
 	return d
+}
+
+// shrinkSize is the size a shrink goes to: the converge size with half the
+// hysteresis as margin, so that use must rise by that much before a grow is
+// due again (the fork profile: no margin).
+func shrinkSize(p Policy, used int64, prof Profile) int64 {
+	if prof.NoHysteresis {
+		return fitSize(p, used, 0)
+	}
+	return fitSize(p, used, p.Hysteresis/2)
 }
 
 func shrinkWanted(p Policy, size, free int64, prof Profile) bool {

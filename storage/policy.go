@@ -16,6 +16,7 @@ const (
 	DefaultCooldown               = time.Hour
 	DefaultHysteresis             = 20 // percentage points above TargetBuffer before a shrink
 	DefaultMinDelta               = 5  // % change below which no action is taken
+	DefaultShrinkDelay            = 24 * time.Hour
 	DefaultMinStepMiB             = 2048
 	DefaultMaxStepMiB             = 500 * 1024
 	DefaultWindowSchedule         = "0 3 * * *"
@@ -53,6 +54,9 @@ type Policy struct {
 	// MinStepMiB and MaxStepMiB clamp every growth step (defaults 2 GiB and
 	// 500 GiB).
 	MinStepMiB, MaxStepMiB int64
+	// ShrinkDelay is the least time from a growth to a shrink (default
+	// 24 h): a growth step may overshoot, and taking it back at once is a flap.
+	ShrinkDelay time.Duration
 	// AllowShrink enables scheduled shrink (create + copy + swap). Off by
 	// default: growth is automatic, shrink intentional.
 	AllowShrink bool
@@ -147,6 +151,12 @@ func (p *Policy) Validate() error {
 	}
 	if p.MinDelta < 0 || p.MinDelta > 50 {
 		return invalidf("minDelta must be 0–50 %%, got %d", p.MinDelta)
+	}
+	if p.ShrinkDelay == 0 {
+		p.ShrinkDelay = DefaultShrinkDelay
+	}
+	if p.ShrinkDelay < 0 {
+		p.ShrinkDelay = 0
 	}
 	if p.MinStepMiB == 0 {
 		p.MinStepMiB = DefaultMinStepMiB
