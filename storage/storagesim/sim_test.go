@@ -7,7 +7,7 @@ import (
 )
 
 func TestReferencePolicyHoldsEveryInvariant(t *testing.T) {
-	seeds := uint64(300)
+	seeds := uint64(100) // the 10,000-seed sweep is `cpilab storage simulate` and BenchmarkFourWeeks
 	if testing.Short() {
 		seeds = 50
 	}
