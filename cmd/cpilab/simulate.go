@@ -80,6 +80,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageErrorf(fs, "want exactly one FILE, got %d arguments", fs.NArg())
 	}
 	res, err := simulator.Replay(simulator.ReplayConfig{Path: fs.Arg(0), Rewrite: *rewrite, OutDir: *outDir, Out: stdout})
+	if errors.Is(err, simulator.ErrInvalidFile) {
+		fmt.Fprintf(stderr, "cpilab replay: %v\n", err)
+		return exitError(2)
+	}
 	if err != nil {
 		return err
 	}
