@@ -35,18 +35,23 @@
 //
 // # Checkers (STYLE 12)
 //
-// Against the fakeiaas oracle, the director's store read directly and the
-// agents' VM roots, never the code under test's answers:
+// Against the fakeiaas oracle and the agents' VM roots, never the code
+// under test's own records where those can decide:
 //
 //   - at every CPI call and after every step: a disk is attached to at most
-//     one VM; no attach_disk of a disk attached elsewhere; no delete_vm while
-//     the director records a dynamic disk on the VM; no delete_disk of an
-//     attached disk; a provide reported done leaves the agent's symlink;
+//     one VM; no attach_disk of a disk the IaaS has attached elsewhere; no
+//     delete_vm while the IaaS has a dynamic disk attached to that VM; no
+//     delete_disk of a disk the IaaS has attached; a provide or attach
+//     reported done leaves, on the VM the IaaS attached the answered disk
+//     to, a symlink reaching that disk's device;
 //   - once quiescent: every task ended (liveness), no IaaS disk without a
-//     record (no leak), records match the IaaS, agent symlinks match the
-//     IaaS attachments;
+//     record (no leak), records match the IaaS, and the VM roots' symlinks
+//     match the IaaS attachments (each reaching its disk's device);
 //   - linearizability of the history per disk name (porcupine), with an
 //     HTML visualization on a violation.
+//
+// Only the checks that are about the director's records (no leak, records
+// match the IaaS, task liveness) read its store.
 //
 // # Races, scenarios, replay
 //
