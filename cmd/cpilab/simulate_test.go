@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cpilab/cpilab/simulator"
 )
 
 // A failing seed prints its replay commands and exits 1; the minimized
@@ -19,10 +24,15 @@ func TestSimulateReportsAndReplays(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("simulate under upstream exited %d, want 1\n%s%s", code, stdout.String(), stderr.String())
 	}
-	for _, want := range []string{"FAIL seed 7", "violated", "replay: cpilab simulate --seed 7", "replay minimized: cpilab replay"} {
+	for _, want := range []string{"FAIL seed 7", "violated", "replay: cpilab simulate --seed 7", "replay minimized: cpilab replay",
+		"history visualization: " + filepath.Join(out, "seed-7.html")} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
+	}
+	// The visualization the help promises is written, and is porcupine's.
+	if html, err := os.ReadFile(filepath.Join(out, "seed-7.html")); err != nil || !strings.Contains(string(html), "<html") {
+		t.Errorf("seed-7.html: %v (%d bytes)", err, len(html))
 	}
 	stdout.Reset()
 	if code := run(context.Background(), []string{"replay", filepath.Join(out, "seed-7.txt")}, &stdout, &stderr); code != 0 {
@@ -119,5 +129,104 @@ func TestReplayRefusesEmptyAndTruncatedFiles(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"replay", path}, &stdout, &stderr); code != 0 {
 		t.Errorf("the whole file: replay exited %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// A sweep split into shards, each writing its JSON report, merges into one
+// verdict listing every failing seed with its replay command; merge refuses
+// a missing or repeated shard with exit status 2. Each shard shows its
+// progress on stderr, unless --quiet.
+func TestSimulateShardsAndMerge(t *testing.T) {
+	dir := t.TempDir()
+	var reports []string
+	for k := 1; k <= 3; k++ {
+		var stdout, stderr bytes.Buffer
+		rep := filepath.Join(dir, fmt.Sprintf("out-%d.json", k))
+		args := []string{"simulate", "--seeds", "1..7", "--shard", fmt.Sprintf("%d/3", k), "--steps", "20", "--profile", "upstream:e",
+			"--keep-going", "--no-shrink", "--parallel", "1", "--json-report", rep, "--out", filepath.Join(dir, "traces")}
+		if k == 3 {
+			args = append(args, "--quiet")
+		}
+		if code := run(context.Background(), args, &stdout, &stderr); code != 1 {
+			t.Fatalf("shard %d/3 exited %d, want 1 (upstream:e fails)\n%s%s", k, code, stdout.String(), stderr.String())
+		}
+		want := map[int]string{1: "2/2 seeds", 2: "2/2 seeds", 3: ""}[k] // blocks of 2, 2 and 3 seeds
+		if k < 3 && !strings.Contains(stderr.String(), "simulate: "+want) {
+			t.Errorf("shard %d/3: progress %q lacks %q", k, stderr.String(), want)
+		}
+		if k == 3 && stderr.Len() != 0 {
+			t.Errorf("--quiet printed %q", stderr.String())
+		}
+		reports = append(reports, rep)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"simulate", "merge", "--json-report", filepath.Join(dir, "all.json")}, reports...), &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("merge exited %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "FAIL: 3 shards of seeds 1..7: 7 seeds run, ") {
+		t.Errorf("merge verdict:\n%s", stdout.String())
+	}
+	all, err := simulator.ReadSweepReport(filepath.Join(dir, "all.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Failures) == 0 {
+		t.Fatal("the merged report lists no failing seed")
+	}
+	for _, f := range all.Failures {
+		if !strings.Contains(stdout.String(), "replay: "+f.Replay) || !strings.HasPrefix(f.Replay, "cpilab simulate --seed "+f.Seed+" --steps 20 --profile upstream:e") {
+			t.Errorf("seed %s: replay %q not printed as such:\n%s", f.Seed, f.Replay, stdout.String())
+		}
+	}
+	for name, args := range map[string][]string{
+		"missing":  {reports[0], reports[2]},
+		"repeated": {reports[0], reports[1], reports[1], reports[2]},
+		"no files": {},
+		"not json": {filepath.Join(dir, "traces", "seed-1.txt")},
+	} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(context.Background(), append([]string{"simulate", "merge"}, args...), &stdout, &stderr); code != 2 {
+			t.Errorf("merge %s exited %d, want 2\n%s%s", name, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+func TestSimulateShardMisuse(t *testing.T) {
+	for _, args := range [][]string{
+		{"--seed", "1", "--shard", "1/2"},
+		{"--seed", "1", "--json-report", "x.json"},
+		{"--seeds", "1..10", "--shard", "0/2"},
+		{"--seeds", "1..10", "--shard", "3/2"},
+		{"--seeds", "1..10", "--shard", "1/11"},
+		{"--seeds", "1..10", "--shard", "x"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), append([]string{"simulate"}, args...), &stdout, &stderr); code != 2 || stdout.Len() != 0 {
+			t.Errorf("%q exited %d, want 2 before running anything\n%s%s", args, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// The progress line: seeds done of the total, failing seeds, rate and time
+// left, from the injected clock.
+func TestSweepProgressLine(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := newSweepProgress(&buf, 1000)
+	p.now = func() time.Time { return now }
+	p.began = now
+	for i := range 250 {
+		rep := simulator.RunReport{}
+		if i%100 == 0 {
+			rep.Err = errors.New("violated")
+		}
+		p.ran(simulator.Seed(i), rep)
+	}
+	now = now.Add(50 * time.Second)
+	p.print(false)
+	if got, want := buf.String(), "simulate: 250/1000 seeds (25.0%), 3 failing, 5.0 seeds/s, about 2m30s left\n"; got != want {
+		t.Errorf("progress line %q, want %q", got, want)
 	}
 }
