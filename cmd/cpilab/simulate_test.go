@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +231,174 @@ func TestSweepProgressLine(t *testing.T) {
 	p.print(false)
 	if got, want := buf.String(), "simulate: 250/1000 seeds (25.0%), 3 failing, 5.0 seeds/s, about 2m30s left\n"; got != want {
 		t.Errorf("progress line %q, want %q", got, want)
+	}
+}
+
+// fakeCPILab is a stand-in for the cpilab binary in the CI templates'
+// scripts: it appends its arguments, one per line, then a blank line, to
+// the file $CALLS, and exits 1 as a sweep with a failing seed does (which
+// the scripts must not treat as an error).
+const fakeCPILab = "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done >> \"$CALLS\"\necho >> \"$CALLS\"\nexit 1\n"
+
+// runCITemplate runs a CI template's shell script with the cpilab binary
+// replaced by fakeCPILab, and returns the argument lists it was called with.
+func runCITemplate(t *testing.T, script string, env ...string) [][]string {
+	t.Helper()
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "cpilab")
+	if err := os.WriteFile(fake, []byte(fakeCPILab), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(dir, "calls")
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "CALLS=" + calls, "CPILAB=" + fake}, env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the template's script failed: %v\n%s\n%s", err, script, out)
+	}
+	data, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, block := range strings.Split(strings.TrimSpace(string(data)), "\n\n") {
+		out = append(out, strings.Split(block, "\n"))
+	}
+	return out
+}
+
+// templateBlock returns the literal block (`key: |`) that follows the line
+// holding marker in a YAML template, dedented.
+func templateBlock(t *testing.T, text, marker string) string {
+	t.Helper()
+	i := strings.Index(text, marker)
+	if i < 0 {
+		t.Fatalf("template lacks %q", marker)
+	}
+	lines := strings.Split(text[i:], "\n")
+	var block []string
+	indent := -1
+	for _, l := range lines[1:] {
+		trimmed := strings.TrimLeft(l, " ")
+		if trimmed == "" {
+			break
+		}
+		if n := len(l) - len(trimmed); indent < 0 {
+			indent = n
+		} else if n < indent {
+			break
+		}
+		block = append(block, l[indent:])
+	}
+	return strings.Join(block, "\n")
+}
+
+// templateValue returns the value after `key:` on the first line holding it.
+func templateValue(t *testing.T, text, key string) string {
+	t.Helper()
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), key+":"); ok {
+			v, _, _ = strings.Cut(v, "#")
+			return strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	t.Fatalf("template lacks %s:", key)
+	return ""
+}
+
+// sweepWithArgs runs the recorded sweep commands in process, on a small
+// range, and merges their reports: the shards must cover the range exactly.
+func sweepWithArgs(t *testing.T, calls [][]string, dir string) {
+	t.Helper()
+	var reports []string
+	for _, args := range calls {
+		for i, a := range args {
+			if i > 0 && args[i-1] == "--json-report" {
+				args[i] = filepath.Join(dir, filepath.Base(a))
+				reports = append(reports, args[i])
+			}
+			if i > 0 && args[i-1] == "--out" {
+				args[i] = filepath.Join(dir, "traces")
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), append(args, "--steps", "5", "--quiet"), &stdout, &stderr); code != 0 {
+			t.Fatalf("cpilab %q exited %d\n%s%s", args, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), append([]string{"simulate", "merge"}, reports...), &stdout, &stderr); code != 0 {
+		t.Fatalf("merge of the template's shards exited %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// The Kubernetes Indexed Job maps JOB_COMPLETION_INDEX 0..N-1 onto --shard
+// 1/N..N/N with N = completions, one report each, and the reports merge.
+func TestSweepKubernetesJobTemplate(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "ci", "sweep-k8s-job.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	if templateValue(t, text, "completionMode") != "Indexed" {
+		t.Fatal("the Job is not Indexed")
+	}
+	n, err := strconv.Atoi(templateValue(t, text, "completions"))
+	if err != nil || n < 2 {
+		t.Fatalf("completions: %v", err)
+	}
+	shards := text[strings.Index(text, "name: SHARDS"):]
+	if got := templateValue(t, shards, "value"); got != strconv.Itoa(n) {
+		t.Fatalf("SHARDS %s differs from completions %d", got, n)
+	}
+	script := strings.ReplaceAll(templateBlock(t, text, "args:"), "/cpilab ", `"$CPILAB" `)
+	script = strings.TrimPrefix(script, "- |\n")
+	script = strings.ReplaceAll(script, "\n  ", "\n")
+	script = strings.TrimPrefix(script, "  ")
+	var calls [][]string
+	for i := range n {
+		c := runCITemplate(t, script, "JOB_COMPLETION_INDEX="+strconv.Itoa(i), fmt.Sprintf("SEEDS=1..%d", 2*n),
+			"SHARDS="+strconv.Itoa(n), "FAULTS=none")
+		if len(c) != 1 || !slices.Contains(c[0], fmt.Sprintf("%d/%d", i+1, n)) {
+			t.Fatalf("index %d ran %q, want --shard %d/%d", i, c, i+1, n)
+		}
+		calls = append(calls, c...)
+	}
+	sweepWithArgs(t, calls, t.TempDir())
+}
+
+// The GitHub Actions matrix lists shards 1..N with N = SHARDS, and each
+// matrix job's command runs its shard; the reports merge.
+func TestSweepGitHubActionsTemplate(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "ci", "sweep-github-actions.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	n, err := strconv.Atoi(templateValue(t, text, "SHARDS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for k := 1; k <= n; k++ {
+		want = append(want, strconv.Itoa(k))
+	}
+	if got := templateValue(t, text[strings.Index(text, "matrix:"):], "shard"); got != "["+strings.Join(want, ", ")+"]" {
+		t.Fatalf("matrix shard %s, want 1..%d", got, n)
+	}
+	step := text[strings.Index(text, "- name: Sweep shard"):]
+	script := strings.ReplaceAll(templateBlock(t, step, "run: |"), "bin/cpilab ", `"$CPILAB" `)
+	var calls [][]string
+	for k := 1; k <= n; k++ {
+		c := runCITemplate(t, strings.ReplaceAll(script, "${{ matrix.shard }}", strconv.Itoa(k)),
+			fmt.Sprintf("SEEDS=1..%d", 2*n), "SHARDS="+strconv.Itoa(n), "FAULTS=none")
+		if len(c) != 1 || !slices.Contains(c[0], fmt.Sprintf("%d/%d", k, n)) {
+			t.Fatalf("matrix shard %d ran %q", k, c)
+		}
+		calls = append(calls, c...)
+	}
+	sweepWithArgs(t, calls, t.TempDir())
+	if !strings.Contains(text, "bin/cpilab simulate merge --json-report sweep.json out-*.json") {
+		t.Error("the merge job does not merge the shards' reports")
 	}
 }
