@@ -1,6 +1,6 @@
 // Package simulator runs deterministic simulations of a whole dynamic-disk
 // installation, checks them from outside, and turns a failure into a
-// minimal, replayable scenario file (issue 7). Its sub-packages hold the
+// minimal, replayable scenario file. Its sub-packages hold the
 // pieces that need no director:
 //
 //   - simrt: the deterministic rt.Runtime (virtual clock, one logical
@@ -33,7 +33,7 @@
 // task to end, and checks. Every dynamic-disk call is recorded for the
 // linearizability check.
 //
-// # Checkers (STYLE 12)
+// # Checkers
 //
 // Against the fakeiaas oracle and the agents' VM roots, never the code
 // under test's own records where those can decide:
@@ -55,7 +55,7 @@
 //
 // # Races, scenarios, replay
 //
-// Races lists the upstream races (a)–(i) of CONTRACTS §7, each with the
+// Races lists the upstream races (a)–(i) (docs/upstream.md), each with the
 // director knob behind it ("upstream:X" profiles), the invariant it
 // violates, and a workload and fault mix that random search finds it with
 // (Race.Find). fixtures/scenarios holds one scenario file per race, each
@@ -79,7 +79,7 @@
 //	rep, err := simulator.Replay(simulator.ReplayConfig{Path: file, Out: os.Stdout})
 //	if rep.Failed() { os.Exit(1) }
 //
-// A run has one root Seed (STYLE 9). Derive splits it into sub-seeds, one per
+// A run has one root Seed. Derive splits it into sub-seeds, one per
 // subsystem (runtime, workload, faults), so that the runtime's scheduler, the
 // workload and the faults draw from independent streams; RunConfig.Command
 // prints the command that replays the run. Sweep runs a range of seeds on

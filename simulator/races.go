@@ -10,7 +10,7 @@ import (
 	"github.com/cpilab/cpilab/simulator/faults"
 )
 
-// Invariant names, as violations and scenario files print them (STYLE 12).
+// Invariant names, as violations and scenario files print them.
 const (
 	// InvDiskOnOneVM: a disk is attached to at most one VM (oracle, after
 	// every step).
@@ -42,11 +42,11 @@ const (
 	InvLinearizable = "linearizable-dynamic-disk-api"
 )
 
-// Race is one upstream race of CONTRACTS §7: the director knob that
+// Race is one upstream race (docs/upstream.md): the director knob that
 // reproduces it, the invariant it violates, and how random search looks for
 // it.
 type Race struct {
-	// Letter is the race's letter in CONTRACTS §7 (a–i).
+	// Letter is the race's letter (a–i, docs/upstream.md).
 	Letter string
 	// Title says what goes wrong.
 	Title string
@@ -71,7 +71,7 @@ type SearchConfig struct {
 	VMType string
 }
 
-// Races lists the races of CONTRACTS §7 in order.
+// Races lists the races (docs/upstream.md) in order.
 var Races = []Race{
 	{Letter: "a", Title: "two concurrent provides of one name both create_disk; one IaaS disk leaks",
 		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvNoLeak},

@@ -7,7 +7,7 @@ import (
 	"github.com/cpilab/cpilab/simulator/faults"
 )
 
-// FailureReport is what a failing run prints (issue 7): the seed, the
+// FailureReport is what a failing run prints: the seed, the
 // fault schedule, where the minimized trace is, and the exact commands that
 // replay the run and the minimized trace.
 type FailureReport struct {

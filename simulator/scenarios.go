@@ -12,7 +12,7 @@ import (
 	"github.com/cpilab/cpilab/simulator/scenario"
 )
 
-// Scenario files (STYLE 11) script simulated runs. Each `run` command is one
+// Scenario files script simulated runs. Each `run` command is one
 // whole simulation: its arguments configure the world, its input lines list
 // the operations (one client's in order, clients concurrently), the gates
 // that force an interleaving, and the faults to inject; its output is each

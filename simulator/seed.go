@@ -11,7 +11,7 @@ import (
 	"github.com/cpilab/cpilab/simulator/faults"
 )
 
-// Seed is a run's root seed (STYLE 9). Every random choice of the run
+// Seed is a run's root seed. Every random choice of the run
 // derives from it through named sub-seeds, so one number replays the run.
 type Seed uint64
 

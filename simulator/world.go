@@ -34,7 +34,7 @@ type WorldConfig struct {
 	DataDir string
 	// Profile is the director profile: ProfileReference (default),
 	// ProfileUpstream, or "upstream:X" for the one knob behind race X
-	// (a–i) of CONTRACTS §7.
+	// (a–i) (docs/upstream.md).
 	Profile string
 	// Instances is the number of VMs deployed (default 3).
 	Instances int
@@ -128,7 +128,7 @@ type World struct {
 }
 
 // ParseProfile returns the director knobs of a profile name: "reference",
-// "upstream", or "upstream:X" with X one race letter of CONTRACTS §7 (a–i),
+// "upstream", or "upstream:X" with X one race letter (docs/upstream.md) (a–i),
 // which turns on the knob behind that race, with upstream's handling of CPI
 // errors (TrustCPIErrors: no call is made again to settle an in-doubt
 // outcome), which every upstream race runs with.
