@@ -279,7 +279,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.PrintDefaults()
 	}
 	rewrite := fs.Bool("rewrite", false, "write the actual outputs into the file instead of comparing")
-	outDir := fs.String("out", "", "where porcupine visualizations of violating runs go (default: none)")
+	outDir := fs.String("out", "", "where porcupine visualizations (seed-N.html) of runs that violate linearizability go (default: none written)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
