@@ -75,6 +75,14 @@
 //	// cpilab simulate --seeds 1..10000 (every core)
 //	sweep, first, err := simulator.SweepSeeds(ctx, simulator.SweepRunConfig{Seeds: r, Run: run, OutDir: "."})
 //
+//	// cpilab simulate --seeds 1..1000000 --shard 3/16 --json-report out-3.json
+//	sweep, first, err := simulator.SweepSeeds(ctx, simulator.SweepRunConfig{Seeds: r, Shard: shard, Run: run, KeepGoing: true})
+//	rep, err := simulator.NewSweepReport(run, r, shard, true, sweep)
+//	err = rep.WriteFile("out-3.json")
+//
+//	// cpilab simulate merge out-*.json
+//	merged, err := simulator.MergeSweepReports(reports, names) // every shard exactly once
+//
 //	// cpilab replay FILE
 //	rep, err := simulator.Replay(simulator.ReplayConfig{Path: file, Out: os.Stdout})
 //	if rep.Failed() { os.Exit(1) }

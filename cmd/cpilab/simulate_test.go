@@ -182,6 +182,13 @@ func TestSimulateShardsAndMerge(t *testing.T) {
 			t.Errorf("seed %s: replay %q not printed as such:\n%s", f.Seed, f.Replay, stdout.String())
 		}
 	}
+	// A failing seed's replay command, run as printed, fails the same way.
+	f := all.Failures[0]
+	stdout.Reset()
+	if code := run(context.Background(), append(strings.Fields(f.Replay)[1:], "--no-shrink", "--out", t.TempDir()), &stdout, &stderr); code != 1 ||
+		!strings.Contains(stdout.String(), fmt.Sprintf("invariant %q violated", f.Invariant)) {
+		t.Errorf("%s exited %d:\n%s", f.Replay, code, stdout.String())
+	}
 	for name, args := range map[string][]string{
 		"missing":  {reports[0], reports[2]},
 		"repeated": {reports[0], reports[1], reports[1], reports[2]},
@@ -400,5 +407,24 @@ func TestSweepGitHubActionsTemplate(t *testing.T) {
 	sweepWithArgs(t, calls, t.TempDir())
 	if !strings.Contains(text, "bin/cpilab simulate merge --json-report sweep.json out-*.json") {
 		t.Error("the merge job does not merge the shards' reports")
+	}
+}
+
+// An interrupted sweep still writes its report, marked incomplete, and
+// exits 1: it did not show that every seed passes.
+func TestInterruptedSweepReportsIncomplete(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep := filepath.Join(t.TempDir(), "out.json")
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"simulate", "--seeds", "1..50", "--shard", "2/2", "--json-report", rep, "--quiet"}, &stdout, &stderr); code != 1 {
+		t.Fatalf("interrupted sweep exited %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	r, err := simulator.ReadSweepReport(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != simulator.VerdictIncomplete || r.Complete || r.Shards[0].Seeds.From != "26" || r.Shards[0].Seeds.To != "50" {
+		t.Fatalf("report of an interrupted sweep: %+v", r)
 	}
 }
