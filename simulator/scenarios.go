@@ -84,6 +84,9 @@ func ParseRunCommand(c *scenario.Command) (SimConfig, error) {
 		if cfg.Steps, err = c.Int("steps"); err != nil {
 			return cfg, err
 		}
+		if cfg.Steps < 1 {
+			return cfg, fmt.Errorf("%s: steps=%d: want a number of workload steps ≥ 1", c.Pos, cfg.Steps)
+		}
 	}
 	if c.Has("faults") {
 		spec, err := c.Value("faults")

@@ -84,6 +84,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if isSet(fs, "seed") {
 		return usageErrorf(fs, "--seed and --seeds exclude each other")
 	}
+	if *parallel < 0 {
+		return usageErrorf(fs, "--parallel %d: want a number of runs at once ≥ 1, or 0 for every core", *parallel)
+	}
 	rng, err := simulator.ParseSeedRange(*seeds)
 	if err != nil {
 		return usageErrorf(fs, "--seeds: %v", err)

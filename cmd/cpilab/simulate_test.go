@@ -211,6 +211,7 @@ func TestSimulateShardMisuse(t *testing.T) {
 		{"--seeds", "1..10", "--shard", "3/2"},
 		{"--seeds", "1..10", "--shard", "1/11"},
 		{"--seeds", "1..10", "--shard", "x"},
+		{"--seeds", "1..10", "--parallel", "-1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), append([]string{"simulate"}, args...), &stdout, &stderr); code != 2 || stdout.Len() != 0 {
