@@ -11,10 +11,10 @@ import (
 	"github.com/cpilab/cpilab/simulator/faults"
 )
 
-// BenchmarkRaceDetection: for each race (a)–(i) of CONTRACTS §7, 20 random
+// BenchmarkRaceDetection: for each race (a)–(i) (docs/upstream.md), 20 random
 // searches under the race's upstream knob, each from its own seed range on
 // every core, and the median wall-clock time to the first detection
-// (issue 7 target: ≤ 10 s on 2 cores).
+// (target: ≤ 10 s on 2 cores).
 //
 //	go test ./simulator -run - -bench RaceDetection -benchtime 1x
 func BenchmarkRaceDetection(b *testing.B) {
@@ -48,7 +48,7 @@ func BenchmarkRaceDetection(b *testing.B) {
 
 // BenchmarkWorldSweep measures simulated steps per second (runtime scheduling
 // decisions) and seeds per second of a reference sweep with faults, 200
-// workload steps per seed, on every core (issue 7 target: ≥ 50,000 steps/s).
+// workload steps per seed, on every core (target: ≥ 50,000 steps/s).
 func BenchmarkWorldSweep(b *testing.B) {
 	spec, err := faults.ParseSpec(simulator.ReferenceSweepFaults)
 	if err != nil {

@@ -2,7 +2,7 @@ package simulator
 
 import "fmt"
 
-// Checker checks one invariant against a view V of the system (STYLE 12).
+// Checker checks one invariant against a view V of the system.
 // The view is built from outside the system under test: the fakeiaas oracle,
 // the agents' VM roots, the director's store read directly, never answers of
 // the code under test. A checker neither changes the view nor the system.

@@ -30,7 +30,7 @@ func AsViolation(err error) (*Violation, bool) {
 }
 
 // ---- CPI-seam checks: at the moment of the call, against the oracle and
-// the director's store read directly ----
+// the VM roots; never the director's own records ----
 
 func (w *World) oracleDisk(cid string) (fakeiaas.Disk, bool) {
 	dc, err := cpiv2.NewDiskCID(cid)
@@ -57,18 +57,26 @@ func (w *World) checkDeleteDisk(disk string) {
 	}
 }
 
-// checkDeleteVM: delete_vm while the director records a dynamic disk on
-// the VM.
+// checkDeleteVM: delete_vm while the IaaS has a dynamic disk attached to
+// the VM. The simulated deployment has no persistent disks, so every disk
+// the IaaS attaches is a dynamic disk. What the director records does not
+// matter: a director that marks a disk detached without detaching it is
+// caught here.
 func (w *World) checkDeleteVM(vm string) {
-	var names []string
-	for _, dd := range w.storeDisks() {
-		if dd.VMCID == vm {
-			names = append(names, fmt.Sprintf("%s (%s)", dd.Name, dd.CID))
-		}
+	st, err := w.Cloud.State(context.Background())
+	if err != nil {
+		return
 	}
-	if len(names) > 0 {
+	for _, v := range st.VMs {
+		if v.CID.String() != vm || len(v.Disks) == 0 {
+			continue
+		}
+		cids := make([]string, len(v.Disks))
+		for i, d := range v.Disks {
+			cids[i] = d.String()
+		}
 		w.addViolation(&Violation{Invariant: InvDeleteVMWithDisk, Phase: AfterStep,
-			Err: fmt.Errorf("delete_vm(%s) called while the director records %s attached to it", vm, strings.Join(names, ", "))})
+			Err: fmt.Errorf("delete_vm(%s) called while the IaaS has %s attached to it", vm, strings.Join(cids, ", "))})
 	}
 }
 
@@ -94,7 +102,11 @@ func listStore[T any](st store.Store, kind store.Kind) []T {
 // ---- views ----
 
 // View is what the checkers see, taken from outside the system: the
-// fakeiaas oracle, the director's store read directly, the agents' VM roots.
+// fakeiaas oracle, the agents' VM roots, the dynamic-disk API's answers to
+// the workload, and the director's store read directly for the checks that
+// are about the records themselves (no leak, records match the IaaS, task
+// liveness). No checker decides from the records what the oracle or the VM
+// roots can decide.
 type View struct {
 	// IaaS is the fakeiaas oracle's state.
 	IaaS fakeiaas.State
@@ -104,20 +116,32 @@ type View struct {
 	Orphans []director.OrphanedDisk
 	// Tasks are the director's tasks.
 	Tasks []director.Task
-	// Links maps VM CID → disk CID → symlink target, for every IaaS VM.
+	// Links maps VM CID → disk CID → symlink target (in-guest), for every
+	// IaaS VM, read from the VM's root.
 	Links map[string]map[string]string
+	// LinkOK maps VM CID → disk CID → whether the symlink, followed inside
+	// the VM's root, reaches that disk's bytes (the device the IaaS
+	// attached for it); false for a dangling link or one to another disk.
+	LinkOK map[string]map[string]bool
 	// Excused are the agent IDs whose agent or messages had a fault.
 	Excused map[string]bool
 	// LostDisks are disk CIDs made by a create_disk whose response was lost.
 	LostDisks map[string]bool
 	// Crashes counts director crashes.
 	Crashes int
-	// LastOK maps a disk name to the instance ID of an OK provide that is
-	// the last operation on that name, when there is one.
-	LastOK map[string]string
-	// Instances maps instance label (InstanceLabel) → VM CID, from the
-	// director's store.
-	Instances map[string]string
+	// LastOK maps a disk name to the OK provide or attach that is the last
+	// operation on that name, when there is one: the instance it named and
+	// the disk CID the API answered.
+	LastOK map[string]Promise
+}
+
+// Promise is what an OK provide or attach told its client: the disk CID
+// the API answered is attached to the instance, with its symlink.
+type Promise struct {
+	// Instance is the instance label (InstanceLabel).
+	Instance string
+	// CID is the disk CID the API answered.
+	CID string
 }
 
 // SafetyView is the part of View the after-step checks need.
@@ -133,22 +157,21 @@ func (w *World) QuiescentView(history []porcupine.Operation) View {
 	v.Orphans = listStore[director.OrphanedDisk](w.Store, store.OrphanedDisks)
 	v.Tasks = listStore[director.Task](w.Store, store.Tasks)
 	v.Links = map[string]map[string]string{}
+	v.LinkOK = map[string]map[string]bool{}
 	for _, vm := range v.IaaS.VMs {
-		v.Links[vm.CID.String()] = readLinks(vm.Root)
+		links := readLinks(vm.Root)
+		v.Links[vm.CID.String()] = links
+		ok := map[string]bool{}
+		for cid := range links {
+			ok[cid] = w.linkReachesDisk(vm.Root, cid)
+		}
+		v.LinkOK[vm.CID.String()] = ok
 	}
 	w.mu.Lock()
 	v.Excused = cloneSet(w.excused)
 	v.LostDisks = cloneSet(w.lostDisks)
 	v.Crashes = w.crashes
 	w.mu.Unlock()
-	v.Instances = map[string]string{}
-	vmOf := map[string]string{}
-	for _, in := range listStore[director.Instance](w.Store, store.Instances) {
-		vmOf[in.ID] = in.VMCID
-	}
-	for i, id := range w.Instances {
-		v.Instances[InstanceLabel(i)] = vmOf[id]
-	}
 	v.LastOK = lastOK(history)
 	return v
 }
@@ -181,9 +204,9 @@ func readLinks(root string) map[string]string {
 }
 
 // lastOK maps each disk name whose last operation (by call) is an OK
-// provide or attach, every operation on it having returned, to the
-// instance it named.
-func lastOK(history []porcupine.Operation) map[string]string {
+// provide or attach, every operation on it having returned, to what that
+// operation promised.
+func lastOK(history []porcupine.Operation) map[string]Promise {
 	last := map[string]porcupine.Operation{}
 	open := map[string]bool{}
 	for _, op := range history {
@@ -195,17 +218,66 @@ func lastOK(history []porcupine.Operation) map[string]string {
 			last[in.Disk] = op
 		}
 	}
-	out := map[string]string{}
+	out := map[string]Promise{}
 	for name, op := range last {
 		in := op.Input.(diskmodel.Input)
 		if open[name] || (in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach) {
 			continue
 		}
-		if op.Output.(diskmodel.Output).Outcome == diskmodel.OK {
-			out[name] = in.VM
+		if o := op.Output.(diskmodel.Output); o.Outcome == diskmodel.OK && o.CID != "" {
+			out[name] = Promise{Instance: in.VM, CID: o.CID}
 		}
 	}
 	return out
+}
+
+// linkReachesDisk reports whether the dynamic disk symlink for cid in a VM
+// root, followed inside that root (an absolute target is a guest path),
+// reaches the disk's backing file: fakeiaas lays each attached disk's
+// device out as a hard link to it, so only the device the IaaS attached
+// for that disk on that VM does.
+func (w *World) linkReachesDisk(root, cid string) bool {
+	dc, err := cpiv2.NewDiskCID(cid)
+	if err != nil {
+		return false
+	}
+	want, err := os.Stat(w.Cloud.DiskFile(dc))
+	if err != nil {
+		return false
+	}
+	host, ok := resolveInRoot(root, agent.DynamicDiskLink(cid))
+	if !ok {
+		return false
+	}
+	got, err := os.Lstat(host)
+	return err == nil && got.Mode().IsRegular() && os.SameFile(want, got)
+}
+
+// resolveInRoot follows guest path p's symlinks inside root, at most 40
+// hops, and returns the host path it ends at. Absolute targets are guest
+// paths; ".." never leaves the root.
+func resolveInRoot(root, p string) (string, bool) {
+	p = path.Clean("/" + p)
+	for range 40 {
+		host := filepath.Join(root, filepath.FromSlash(p))
+		fi, err := os.Lstat(host)
+		if err != nil {
+			return "", false
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return host, true
+		}
+		t, err := os.Readlink(host)
+		if err != nil {
+			return "", false
+		}
+		if path.IsAbs(t) {
+			p = path.Clean(t)
+		} else {
+			p = path.Join(path.Dir(p), t)
+		}
+	}
+	return "", false
 }
 
 // ---- the checkers ----
@@ -279,30 +351,40 @@ func checkRecords(v View) error {
 	return nil
 }
 
+// checkLinks compares the agents' symlinks with the IaaS attachments, from
+// the oracle and the VM roots alone: every disk the IaaS attaches to a VM
+// has a symlink on that VM reaching its device, and no symlink names a disk
+// the IaaS does not attach there. A missing or wrong symlink is excused by
+// an agent or mbus fault on that VM or a director crash, unless the last
+// operation on the disk's name was an OK provide or attach answering that
+// disk's CID: that answer promised the symlink.
 func checkLinks(v View) error {
-	byCID := map[string]director.DynamicDisk{}
-	for _, dd := range v.Disks {
-		byCID[dd.CID] = dd
+	promised := map[string]string{} // disk CID → the name whose last OK provide answered it
+	for name, p := range v.LastOK {
+		promised[p.CID] = name
 	}
 	var bad []string
 	for _, vm := range v.IaaS.VMs {
 		links := v.Links[vm.CID.String()]
 		excused := v.Excused[vm.AgentID]
 		for _, d := range vm.Disks {
-			dd, recorded := byCID[d.String()]
-			if !recorded || dd.VMCID != vm.CID.String() {
-				continue // a mismatch of records, reported by director-records-match-iaas
-			}
-			if _, ok := links[d.String()]; ok {
+			target, linked := links[d.String()]
+			if linked && v.LinkOK[vm.CID.String()][d.String()] {
 				continue
 			}
-			promised := v.LastOK[dd.Name] != "" && v.Instances[v.LastOK[dd.Name]] == vm.CID.String()
-			if promised || (!excused && v.Crashes == 0) {
-				why := "no agent or mbus fault explains it"
-				if promised {
-					why = "the last operation on it, a provide, succeeded"
-				}
-				bad = append(bad, fmt.Sprintf("%s (%s) is attached to %s but its agent has no symlink (%s)", dd.Name, d, vm.CID, why))
+			name, isPromised := promised[d.String()]
+			if !isPromised && (excused || v.Crashes > 0) {
+				continue
+			}
+			why := "no agent or mbus fault explains it"
+			if isPromised {
+				why = fmt.Sprintf("the last operation on %s, a provide or attach, succeeded", name)
+			}
+			if linked {
+				bad = append(bad, fmt.Sprintf("%s is attached to %s but its agent's symlink points at %s, which is not that disk's device (%s)",
+					d, vm.CID, target, why))
+			} else {
+				bad = append(bad, fmt.Sprintf("%s is attached to %s but its agent has no symlink (%s)", d, vm.CID, why))
 			}
 		}
 		var cids []string
@@ -339,36 +421,26 @@ func checkLiveness(tasks []director.Task) error {
 	return nil
 }
 
-// checkProvideLink runs when a provide reports success: if the director's
-// record and the IaaS both still have the disk attached to the instance's
-// VM, its agent must have the symlink (race h: a swallowed "unknown
-// message" reports success without one).
-func (w *World) checkProvideLink(instance int, name, cid string) {
-	var dd director.DynamicDisk
-	found := false
-	for _, x := range w.storeDisks() {
-		if x.Name == name {
-			dd, found = x, true
-		}
+// checkProvideLink runs when a provide or attach reports success and no
+// other operation on the name began since: if the IaaS (oracle) has the
+// disk the API answered attached to a VM, that VM's root must hold its
+// symlink reaching the disk's device (race h: a swallowed "unknown message"
+// reports success without one). Which VM it is comes from the IaaS, not
+// the director's records.
+func (w *World) checkProvideLink(kind OpKind, name, cid string) {
+	d, ok := w.oracleDisk(cid)
+	if !ok || d.VMCID.IsZero() {
+		return // not attached at all: the records and linearizability checks decide
 	}
-	if !found || dd.State != director.DiskReady || dd.VMCID == "" || dd.CID != cid {
-		return
-	}
-	var vm string
-	for _, in := range listStore[director.Instance](w.Store, store.Instances) {
-		if in.ID == w.Instances[instance] {
-			vm = in.VMCID
-		}
-	}
-	if vm == "" || dd.VMCID != vm {
-		return
-	}
-	if d, ok := w.oracleDisk(dd.CID); !ok || d.VMCID.String() != vm {
-		return
-	}
-	root := w.Cloud.VMRoot(cpiv2.MustCID[cpiv2.VMKind](vm))
-	if _, ok := readLinks(root)[dd.CID]; !ok {
+	root := w.Cloud.VMRoot(d.VMCID)
+	target, linked := readLinks(root)[cid]
+	switch {
+	case !linked:
 		w.addViolation(&Violation{Invariant: InvLinks, Phase: AfterStep,
-			Err: fmt.Errorf("provide of %s (%s) to %s succeeded, the disk is attached, but its agent has no symlink", name, dd.CID, vm)})
+			Err: fmt.Errorf("%s of %s (%s) succeeded and the IaaS has the disk attached to %s, but its agent has no symlink", kind, name, cid, d.VMCID)})
+	case !w.linkReachesDisk(root, cid):
+		w.addViolation(&Violation{Invariant: InvLinks, Phase: AfterStep,
+			Err: fmt.Errorf("%s of %s (%s) succeeded and the IaaS has the disk attached to %s, but its agent's symlink points at %s, which is not that disk's device",
+				kind, name, cid, d.VMCID, target)})
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/cpilab/cpilab/simulator/diskmodel"
 	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/simulator/scenario"
 	"github.com/cpilab/cpilab/simulator/shrink"
@@ -23,8 +25,10 @@ import (
 type SimulateConfig struct {
 	// Run names the run (RunConfig.RegisterFlags binds the flags).
 	Run RunConfig
-	// OutDir receives the minimized trace (seed-N.txt) and the porcupine
-	// visualization (seed-N.html) of a failing run. Default ".".
+	// OutDir receives, for a failing run, the minimized trace (seed-N.txt)
+	// and porcupine's visualization of its dynamic-disk history
+	// (seed-N.html: the illegal part of a linearizability violation, the
+	// history's linearization for any other failure). Default ".".
 	OutDir string
 	// NoShrink skips shrinking: the trace file then lists the whole run.
 	NoShrink bool
@@ -93,8 +97,15 @@ func SimulateSeed(cfg SimulateConfig) (*SimulateResult, error) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return res, err
 	}
+	vis := o.Visualization
+	if vis == "" {
+		vis = filepath.Join(cfg.OutDir, fmt.Sprintf("seed-%s.html", cfg.Run.Seed))
+		if err := diskmodel.Visualize(o.History, vis, 10*time.Second); err != nil {
+			return res, err
+		}
+	}
 	res.Failure = &FailureReport{Config: cfg.Run, Err: o.Err, TraceHash: o.Result.TraceHash, Faults: o.Fired,
-		TraceFile: path, Visualization: o.Visualization}
+		TraceFile: path, Visualization: vis}
 	return res, nil
 }
 
@@ -243,10 +254,17 @@ func TraceFile(cfg SimConfig, comment string) (string, error) {
 	return string(out), err
 }
 
-// SweepRunConfig configures SweepSeeds: `cpilab simulate --seeds A..B`.
+// SweepRunConfig configures SweepSeeds: `cpilab simulate --seeds A..B
+// [--shard K/N]`.
 type SweepRunConfig struct {
 	// Seeds is the range of root seeds.
 	Seeds SeedRange
+	// Shard, when set, runs only that shard's block of Seeds (Shard.Of);
+	// zero: the whole range.
+	Shard Shard
+	// OnRun, when set, is told of every finished run (concurrently), for a
+	// progress display.
+	OnRun func(seed Seed, rep RunReport)
 	// Run is the template run: its Seed is replaced by each seed.
 	Run RunConfig
 	// Parallelism is the number of runs at once (default GOMAXPROCS: every
@@ -273,9 +291,16 @@ func SweepSeeds(ctx context.Context, cfg SweepRunConfig) (SweepResult, *Simulate
 		c.Seed = seed
 		return c
 	}
-	res, err := Sweep(ctx, SweepConfig{Seeds: cfg.Seeds, Parallelism: cfg.Parallelism, StopOnFailure: !cfg.KeepGoing,
+	block, err := cfg.Shard.Of(cfg.Seeds)
+	if err != nil {
+		return SweepResult{}, nil, err
+	}
+	if err := cfg.Run.Validate(); err != nil {
+		return SweepResult{}, nil, err
+	}
+	res, err := Sweep(ctx, SweepConfig{Seeds: block, Parallelism: cfg.Parallelism, StopOnFailure: !cfg.KeepGoing,
 		Run:    func(seed Seed) RunReport { return Simulate(run(seed)).Report() },
-		Replay: func(seed Seed) string { return run(seed).Command() }})
+		Replay: func(seed Seed) string { return run(seed).Command() }, OnRun: cfg.OnRun})
 	if err != nil || res.First() == nil {
 		return res, nil, err
 	}

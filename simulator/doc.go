@@ -1,6 +1,6 @@
 // Package simulator runs deterministic simulations of a whole dynamic-disk
 // installation, checks them from outside, and turns a failure into a
-// minimal, replayable scenario file (issue 7). Its sub-packages hold the
+// minimal, replayable scenario file. Its sub-packages hold the
 // pieces that need no director:
 //
 //   - simrt: the deterministic rt.Runtime (virtual clock, one logical
@@ -33,24 +33,29 @@
 // task to end, and checks. Every dynamic-disk call is recorded for the
 // linearizability check.
 //
-// # Checkers (STYLE 12)
+// # Checkers
 //
-// Against the fakeiaas oracle, the director's store read directly and the
-// agents' VM roots, never the code under test's answers:
+// Against the fakeiaas oracle and the agents' VM roots, never the code
+// under test's own records where those can decide:
 //
 //   - at every CPI call and after every step: a disk is attached to at most
-//     one VM; no attach_disk of a disk attached elsewhere; no delete_vm while
-//     the director records a dynamic disk on the VM; no delete_disk of an
-//     attached disk; a provide reported done leaves the agent's symlink;
+//     one VM; no attach_disk of a disk the IaaS has attached elsewhere; no
+//     delete_vm while the IaaS has a dynamic disk attached to that VM; no
+//     delete_disk of a disk the IaaS has attached; a provide or attach
+//     reported done leaves, on the VM the IaaS attached the answered disk
+//     to, a symlink reaching that disk's device;
 //   - once quiescent: every task ended (liveness), no IaaS disk without a
-//     record (no leak), records match the IaaS, agent symlinks match the
-//     IaaS attachments;
+//     record (no leak), records match the IaaS, and the VM roots' symlinks
+//     match the IaaS attachments (each reaching its disk's device);
 //   - linearizability of the history per disk name (porcupine), with an
 //     HTML visualization on a violation.
 //
+// Only the checks that are about the director's records (no leak, records
+// match the IaaS, task liveness) read its store.
+//
 // # Races, scenarios, replay
 //
-// Races lists the upstream races (a)–(i) of CONTRACTS §7, each with the
+// Races lists the upstream races (a)–(i) (docs/upstream.md), each with the
 // director knob behind it ("upstream:X" profiles), the invariant it
 // violates, and a workload and fault mix that random search finds it with
 // (Race.Find). fixtures/scenarios holds one scenario file per race, each
@@ -70,11 +75,19 @@
 //	// cpilab simulate --seeds 1..10000 (every core)
 //	sweep, first, err := simulator.SweepSeeds(ctx, simulator.SweepRunConfig{Seeds: r, Run: run, OutDir: "."})
 //
+//	// cpilab simulate --seeds 1..1000000 --shard 3/16 --json-report out-3.json
+//	sweep, first, err := simulator.SweepSeeds(ctx, simulator.SweepRunConfig{Seeds: r, Shard: shard, Run: run, KeepGoing: true})
+//	rep, err := simulator.NewSweepReport(run, r, shard, true, sweep)
+//	err = rep.WriteFile("out-3.json")
+//
+//	// cpilab simulate merge out-*.json
+//	merged, err := simulator.MergeSweepReports(reports, names) // every shard exactly once
+//
 //	// cpilab replay FILE
 //	rep, err := simulator.Replay(simulator.ReplayConfig{Path: file, Out: os.Stdout})
 //	if rep.Failed() { os.Exit(1) }
 //
-// A run has one root Seed (STYLE 9). Derive splits it into sub-seeds, one per
+// A run has one root Seed. Derive splits it into sub-seeds, one per
 // subsystem (runtime, workload, faults), so that the runtime's scheduler, the
 // workload and the faults draw from independent streams; RunConfig.Command
 // prints the command that replays the run. Sweep runs a range of seeds on

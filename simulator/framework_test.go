@@ -39,7 +39,7 @@ var (
 
 // service is the toy director: disk name → CID and VM. With upstream set it
 // checks under the lock, releases it for the CPI call and acts without
-// re-checking (race (b) of CONTRACTS §7).
+// re-checking (race (b) (docs/upstream.md)).
 type service struct {
 	s        *simrt.Sim
 	mu       rt.Mutex

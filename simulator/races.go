@@ -10,7 +10,7 @@ import (
 	"github.com/cpilab/cpilab/simulator/faults"
 )
 
-// Invariant names, as violations and scenario files print them (STYLE 12).
+// Invariant names, as violations and scenario files print them.
 const (
 	// InvDiskOnOneVM: a disk is attached to at most one VM (oracle, after
 	// every step).
@@ -18,13 +18,14 @@ const (
 	// InvAttachElsewhere: the director never calls attach_disk for a disk
 	// the IaaS shows attached to another VM (oracle, at the CPI call).
 	InvAttachElsewhere = "no-attach-of-disk-attached-elsewhere"
-	// InvDeleteVMWithDisk: no delete_vm while the director's records say a
-	// dynamic disk is attached to that VM (store, at the CPI call).
+	// InvDeleteVMWithDisk: no delete_vm while the IaaS has a dynamic disk
+	// attached to that VM (oracle, at the CPI call).
 	InvDeleteVMWithDisk = "no-delete-vm-with-attached-dynamic-disk"
 	// InvDeleteAttachedDisk: no delete_disk of a disk the IaaS shows
 	// attached (oracle, at the CPI call).
 	InvDeleteAttachedDisk = "no-delete-disk-of-attached-disk"
-	// InvLinks: once quiescent, agent symlinks match the IaaS attachments.
+	// InvLinks: agent symlinks match the IaaS attachments (oracle and VM
+	// roots, once quiescent and after every OK provide).
 	InvLinks = "agent-links-match-iaas"
 	// InvRecords: once quiescent, director records match the IaaS.
 	InvRecords = "director-records-match-iaas"
@@ -41,12 +42,12 @@ const (
 	InvLinearizable = "linearizable-dynamic-disk-api"
 )
 
-// Race is one upstream race of CONTRACTS §7: the director knob that
+// Race is one upstream race (docs/upstream.md): the director knob that
 // reproduces it, the invariant it violates, and how random search looks for
 // it.
 type Race struct {
-	// Letter is the race's letter in CONTRACTS §7 (a–i), or j: upstream's
-	// delete-vm with a responsive agent (docs/upstream.md).
+	// Letter is the race's letter: a–i, and j (upstream's delete-vm with a
+	// responsive agent); docs/upstream.md lists each.
 	Letter string
 	// Title says what goes wrong.
 	Title string
@@ -71,7 +72,7 @@ type SearchConfig struct {
 	VMType string
 }
 
-// Races lists the races of CONTRACTS §7 in order.
+// Races lists the races (docs/upstream.md) in order.
 var Races = []Race{
 	{Letter: "a", Title: "two concurrent provides of one name both create_disk; one IaaS disk leaks",
 		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvNoLeak},
@@ -153,16 +154,14 @@ type SearchResult struct {
 // knob), fault spec and workload, on parallelism cores, and stops at the
 // first seed whose run violates one of the race's invariants.
 func (r Race) Find(ctx context.Context, from Seed, max uint64, steps, parallelism int) (SearchResult, error) {
-	spec, err := faults.ParseSpec(r.Search.Faults)
-	if err != nil {
+	if _, err := faults.ParseSpec(r.Search.Faults); err != nil {
 		return SearchResult{}, err
 	}
-	cfg := RunConfig{Profile: r.Profile(), Steps: steps, Faults: spec, Workload: r.Search.Workload}
 	res, err := Sweep(ctx, SweepConfig{Seeds: SeedRange{From: from, To: from + Seed(max) - 1}, Parallelism: parallelism,
 		StopOnFailure: true,
 		Run: func(seed Seed) RunReport {
-			c := SimConfig{RunConfig: cfg, VMType: r.Search.VMType, SkipLinearizability: true}
-			c.Seed = seed
+			c, _ := r.SearchRun(r.Profile(), seed, steps)
+			c.SkipLinearizability = true
 			rep := Simulate(c).Report()
 			if rep.Err != nil && !r.Detects(rep.Err) {
 				rep.Err = nil // another finding: keep searching for this race
@@ -177,6 +176,18 @@ func (r Race) Find(ctx context.Context, from Seed, max uint64, steps, parallelis
 		out.Found, out.Seed = true, f.Seed
 	}
 	return out, nil
+}
+
+// SearchRun is one run of the race's search workload and fault mix under
+// profile (the race's own, r.Profile(), or ProfileReference to show that
+// the reference director survives it) from seed, with steps workload steps.
+func (r Race) SearchRun(profile string, seed Seed, steps int) (SimConfig, error) {
+	spec, err := faults.ParseSpec(r.Search.Faults)
+	if err != nil {
+		return SimConfig{}, fmt.Errorf("race (%s) search faults: %w", r.Letter, err)
+	}
+	return SimConfig{RunConfig: RunConfig{Seed: seed, Profile: profile, Steps: steps, Faults: spec, Workload: r.Search.Workload},
+		VMType: r.Search.VMType}, nil
 }
 
 // ReferenceSweepFaults is the fault spec of the reference sweep: every kind

@@ -7,7 +7,7 @@ import (
 	"github.com/cpilab/cpilab/simulator/faults"
 )
 
-// FailureReport is what a failing run prints (issue 7): the seed, the
+// FailureReport is what a failing run prints: the seed, the
 // fault schedule, where the minimized trace is, and the exact commands that
 // replay the run and the minimized trace.
 type FailureReport struct {
@@ -21,7 +21,8 @@ type FailureReport struct {
 	Faults faults.Schedule
 	// TraceFile is the minimized trace or scenario file; "" if none.
 	TraceFile string
-	// Visualization is the porcupine HTML file; "" if none.
+	// Visualization is porcupine's HTML visualization of the run's
+	// dynamic-disk history; "" if none.
 	Visualization string
 }
 
@@ -32,7 +33,7 @@ type FailureReport struct {
 //	fault schedule (1 fault):
 //	  cpi-error@12 on=attach_disk type=Bosh::Clouds::CloudError
 //	minimized trace: out/seed-42.txt
-//	linearizability visualization: out/seed-42.html
+//	history visualization: out/seed-42.html
 //	replay: cpilab simulate --seed 42 --steps 200 --profile upstream --faults cpi-error=0.05
 //	replay minimized: cpilab replay out/seed-42.txt
 func (r FailureReport) String() string {
@@ -54,7 +55,7 @@ func (r FailureReport) String() string {
 		fmt.Fprintf(&b, "minimized trace: %s\n", r.TraceFile)
 	}
 	if r.Visualization != "" {
-		fmt.Fprintf(&b, "linearizability visualization: %s\n", r.Visualization)
+		fmt.Fprintf(&b, "history visualization: %s\n", r.Visualization)
 	}
 	fmt.Fprintf(&b, "replay: %s\n", c.Command())
 	if r.TraceFile != "" {

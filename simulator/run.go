@@ -56,6 +56,8 @@ type SimConfig struct {
 	MaxSteps int64
 	// SkipLinearizability skips the porcupine check (faster sweeps).
 	SkipLinearizability bool
+	// tamper is passed to the world (control tests only).
+	tamper tamper
 	// TempDir is where the run's data directory (VM roots, disk files) is
 	// made and removed. Default: /dev/shm when it is a writable directory
 	// (fakeiaas's many small file operations cost far less on tmpfs), else
@@ -163,7 +165,7 @@ func Simulate(cfg SimConfig) *Outcome {
 			gates = NewGates(s, cfg.Gates)
 		}
 		w, err := NewWorld(WorldConfig{Sim: s, DataDir: dir, Profile: cfg.Profile, Instances: instances, VMType: cfg.VMType,
-			AgentMode: cfg.AgentMode, Faults: inj, Gates: gates})
+			AgentMode: cfg.AgentMode, Faults: inj, Gates: gates, tamper: cfg.tamper})
 		if err != nil {
 			setupErr = err
 			return

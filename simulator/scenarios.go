@@ -1,8 +1,10 @@
 package simulator
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/cpilab/cpilab/agent"
@@ -10,7 +12,7 @@ import (
 	"github.com/cpilab/cpilab/simulator/scenario"
 )
 
-// Scenario files (STYLE 11) script simulated runs. Each `run` command is one
+// Scenario files script simulated runs. Each `run` command is one
 // whole simulation: its arguments configure the world, its input lines list
 // the operations (one client's in order, clients concurrently), the gates
 // that force an interleaving, and the faults to inject; its output is each
@@ -81,6 +83,9 @@ func ParseRunCommand(c *scenario.Command) (SimConfig, error) {
 	if c.Has("steps") {
 		if cfg.Steps, err = c.Int("steps"); err != nil {
 			return cfg, err
+		}
+		if cfg.Steps < 1 {
+			return cfg, fmt.Errorf("%s: steps=%d: want a number of workload steps ≥ 1", c.Pos, cfg.Steps)
 		}
 	}
 	if c.Has("faults") {
@@ -217,11 +222,16 @@ func (r *ReplayResult) Violated() bool {
 // output with the file (or rewriting it). The error is for a file that
 // cannot be read or parsed.
 func Replay(cfg ReplayConfig) (*ReplayResult, error) {
+	if !cfg.Rewrite {
+		if err := CheckReplayFile(cfg.Path); err != nil {
+			return &ReplayResult{}, err
+		}
+	}
 	st := &ScenarioState{OutDir: cfg.OutDir}
 	rep, err := scenario.Run(cfg.Path, ScenarioRegistry(), st, scenario.Options{Rewrite: cfg.Rewrite})
 	res := &ReplayResult{Report: rep, Outcomes: st.Outcomes}
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("%w: %w", ErrInvalidFile, err)
 	}
 	if cfg.Out != nil {
 		for i, o := range st.Outcomes {
@@ -236,4 +246,46 @@ func Replay(cfg ReplayConfig) (*ReplayResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// ErrInvalidFile is wrapped by Replay's error for a file that cannot be
+// replayed: unreadable, unparsable, empty, or truncated.
+var ErrInvalidFile = errors.New("not a replayable scenario file")
+
+// CheckReplayFile reports a file that Replay must not pass: one that cannot
+// be read or parsed, holds no run command (an empty file, or one cut before
+// its first run), or has a run whose expected output does not end with a
+// verdict line ("ok", "violated: …", "error: …"), which is what a file cut
+// inside an expected output looks like. The error wraps ErrInvalidFile and
+// names the file and line.
+func CheckReplayFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidFile, err)
+	}
+	f, err := scenario.Parse(path, string(data))
+	if err != nil {
+		return fmt.Errorf("%w: %w (is the file truncated?)", ErrInvalidFile, err)
+	}
+	runs := 0
+	for _, c := range f.Commands() {
+		if c.Name != "run" {
+			continue
+		}
+		runs++
+		lines := strings.Split(c.Expected, "\n")
+		last := strings.TrimSpace(lines[len(lines)-1])
+		if last != "ok" && !strings.HasPrefix(last, "violated: ") && !strings.HasPrefix(last, "error: ") {
+			return fmt.Errorf("%w: %s: the expected output of this run ends without a verdict line (ok, violated: …, error: …): "+
+				"the file is truncated, or was never filled in (cpilab replay --rewrite %s fills it in)", ErrInvalidFile, c.Pos, path)
+		}
+	}
+	if runs == 0 {
+		what := "empty"
+		if len(strings.TrimSpace(string(data))) > 0 {
+			what = "only comments and blank lines, or truncated before its first run"
+		}
+		return fmt.Errorf("%w: %s holds no run command (%s)", ErrInvalidFile, path, what)
+	}
+	return nil
 }

@@ -12,7 +12,7 @@ import (
 const scenarioDir = "../fixtures/scenarios"
 
 // Every scenario file replays with its checked-in output (-rewrite updates
-// it). The race files of CONTRACTS §7 also must fail under their upstream
+// it). The race files (docs/upstream.md) also must fail under their upstream
 // behaviour naming one of the race's invariants, and pass under reference.
 func TestScenarios(t *testing.T) {
 	files, err := scenario.Files(scenarioDir)

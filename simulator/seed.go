@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/simulator/faults"
 )
 
-// Seed is a run's root seed (STYLE 9). Every random choice of the run
+// Seed is a run's root seed. Every random choice of the run
 // derives from it through named sub-seeds, so one number replays the run.
 type Seed uint64
 
@@ -152,6 +153,9 @@ func (c RunConfig) Validate() error {
 	if c.Steps < 0 {
 		return fmt.Errorf("steps %d: must be positive", c.Steps)
 	}
+	if c.Workload.MaxDelay < 0 {
+		return fmt.Errorf("workload: max delay %v must not be negative", c.Workload.MaxDelay)
+	}
 	if c.Workload.Mix != "" {
 		if _, _, err := parseMix(c.Workload.Mix); err != nil {
 			return err
@@ -171,12 +175,12 @@ func (c RunConfig) Validate() error {
 func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	*c = c.WithDefaults()
 	fs.Var(&c.Seed, "seed", "root seed of the run (decimal or 0x…)")
-	fs.IntVar(&c.Steps, "steps", c.Steps, "number of workload steps")
+	fs.Var(intFlag{p: &c.Steps, min: 1, what: "a number of workload steps ≥ 1"}, "steps", "number of workload steps (≥ 1)")
 	fs.StringVar(&c.Profile, "profile", c.Profile, "director profile: reference or upstream")
 	fs.Var(&c.Faults, "faults", `fault spec, e.g. "cpi-error=0.05,lost-response=0.02,latency=0.1:1ms..2s", "default" or "none"`)
-	fs.IntVar(&c.Workload.Clients, "clients", c.Workload.Clients, "concurrent workload clients (0: 3)")
-	fs.IntVar(&c.Workload.Disks, "disks", c.Workload.Disks, "disk names the workload uses (0: 3)")
-	fs.DurationVar(&c.Workload.MaxDelay, "max-delay", c.Workload.MaxDelay, "bound of each operation's think time, virtual (0: 5s)")
+	fs.Var(intFlag{p: &c.Workload.Clients, min: 0, what: "a number of clients ≥ 0 (0: 3)"}, "clients", "concurrent workload clients (0: 3)")
+	fs.Var(intFlag{p: &c.Workload.Disks, min: 0, what: "a number of disk names ≥ 0 (0: 3)"}, "disks", "disk names the workload uses (0: 3)")
+	fs.Var(durationFlag{p: &c.Workload.MaxDelay}, "max-delay", "bound of each operation's think time, virtual, ≥ 0 (0: 5s)")
 	fs.StringVar(&c.Workload.Mix, "mix", c.Workload.Mix, "operation mix, kind=weight,… (empty: "+DefaultMix+")")
 }
 
@@ -232,4 +236,47 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// intFlag is an int flag that refuses values below min: `--steps 0` must
+// not quietly mean the default.
+type intFlag struct {
+	p    *int
+	min  int
+	what string
+}
+
+func (f intFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f intFlag) Set(text string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(text))
+	if err != nil || n < f.min {
+		return fmt.Errorf("%q: want %s", text, f.what)
+	}
+	*f.p = n
+	return nil
+}
+
+// durationFlag is a duration flag that refuses negative durations.
+type durationFlag struct{ p *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.p == nil {
+		return "0s"
+	}
+	return f.p.String()
+}
+
+func (f durationFlag) Set(text string) error {
+	d, err := time.ParseDuration(strings.TrimSpace(text))
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q: want a duration ≥ 0 such as 500ms or 5s", text)
+	}
+	*f.p = d
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cpilab/cpilab/simulator"
 	"github.com/cpilab/cpilab/simulator/faults"
@@ -178,5 +179,61 @@ func TestRunConfigRoundTripsThroughFlags(t *testing.T) {
 		if bad.Validate() == nil {
 			t.Errorf("%+v validated", bad)
 		}
+	}
+}
+
+// referenceUnderRaceSearches runs each race's search workload and fault mix
+// under the reference director over seeds 1..seeds, every check on
+// (linearizability included), and fails on any finding.
+func referenceUnderRaceSearches(tb testing.TB, seeds simulator.Seed, steps int) (runs int, elapsed time.Duration) {
+	for _, r := range simulator.Races {
+		res, err := simulator.Sweep(context.Background(), simulator.SweepConfig{
+			Seeds: simulator.SeedRange{From: 1, To: seeds},
+			Run: func(seed simulator.Seed) simulator.RunReport {
+				c, err := r.SearchRun(simulator.ProfileReference, seed, steps)
+				if err != nil {
+					return simulator.RunReport{Err: err}
+				}
+				return simulator.Simulate(c).Report()
+			},
+			Replay: func(seed simulator.Seed) string {
+				c, _ := r.SearchRun(simulator.ProfileReference, seed, steps)
+				return c.Command()
+			}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, f := range res.Failures {
+			tb.Errorf("race (%s)'s search workload under reference: %s", r.Letter, f)
+		}
+		runs += res.Runs
+		elapsed += res.Elapsed
+	}
+	return runs, elapsed
+}
+
+// The control of the race searches: each race's search workload and fault
+// mix, which finds the race under its upstream knob within a few seeds,
+// finds nothing under the reference director. With -long over 200 seeds per
+// race (1,800 runs, about 9 minutes on 2 busy cores, so not in the default
+// run); by default over the first 5 seeds of each.
+func TestReferenceSurvivesEveryRaceSearch(t *testing.T) {
+	seeds := simulator.Seed(5)
+	if *long {
+		seeds = 200
+	}
+	runs, elapsed := referenceUnderRaceSearches(t, seeds, 100)
+	t.Logf("%d reference runs (%d races × %d seeds × 100 steps) in %v, no finding", runs, len(simulator.Races), seeds, elapsed.Round(time.Millisecond))
+}
+
+// BenchmarkReferenceUnderRaceSearches times the full control: 200 seeds of
+// each race's search workload under reference.
+//
+//	go test ./simulator -run - -bench ReferenceUnderRaceSearches -benchtime 1x
+func BenchmarkReferenceUnderRaceSearches(b *testing.B) {
+	for range b.N {
+		runs, elapsed := referenceUnderRaceSearches(b, 200, 100)
+		b.ReportMetric(elapsed.Seconds(), "s/control")
+		b.ReportMetric(float64(runs)/elapsed.Seconds(), "runs/s")
 	}
 }

@@ -241,7 +241,7 @@ trace hash: 0000000000c0ffee
 fault schedule (1 fault):
   cpi-error@12 on=attach_disk type=Bosh::Clouds::CloudError
 minimized trace: out/seed-42.txt
-linearizability visualization: out/seed-42.html
+history visualization: out/seed-42.html
 replay: cpilab simulate --seed 42 --steps 200 --profile upstream --faults cpi-error=0.05
 replay minimized: cpilab replay out/seed-42.txt
 `

@@ -39,6 +39,9 @@ type SweepConfig struct {
 	// Replay returns the command that replays a failing seed (typically
 	// RunConfig{Seed: seed, …}.Command()). nil: Failure.Replay is empty.
 	Replay func(seed Seed) string
+	// OnRun, when set, is told of every finished run (from the goroutine
+	// that ran it, so concurrently): what a progress display counts.
+	OnRun func(seed Seed, rep RunReport)
 }
 
 // Failure is a failing seed.
@@ -141,6 +144,9 @@ func Sweep(ctx context.Context, cfg SweepConfig) (SweepResult, error) {
 				rep := runOne(cfg.Run, seed)
 				runs.Add(1)
 				steps.Add(rep.Steps)
+				if cfg.OnRun != nil {
+					cfg.OnRun(seed, rep)
+				}
 				if rep.Err == nil {
 					continue
 				}

@@ -396,9 +396,12 @@ func (r *workloadRun) runOne(o Op) {
 		}
 	}
 	res := w.runOp(o)
+	if f := w.cfg.tamper.afterOp; f != nil {
+		f(w, o)
+	}
 	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.latestCall(o.Disk) == ids[0] {
 		// No operation on the name began since: the state is this provide's.
-		w.checkProvideLink(o.VM, o.Disk, res.cid)
+		w.checkProvideLink(o.Kind, o.Disk, res.cid)
 	}
 	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid}
 	if !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed {

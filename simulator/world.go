@@ -34,7 +34,7 @@ type WorldConfig struct {
 	DataDir string
 	// Profile is the director profile: ProfileReference (default),
 	// ProfileUpstream, or "upstream:X" for the one knob behind race X
-	// (a–i) of CONTRACTS §7.
+	// (a–i) (docs/upstream.md).
 	Profile string
 	// Instances is the number of VMs deployed (default 3).
 	Instances int
@@ -54,6 +54,22 @@ type WorldConfig struct {
 	Faults *faults.Injector
 	// Gates holds CPI and agent calls for scripted scenarios; nil: none.
 	Gates *Gates
+
+	// tamper, for the checkers' control tests only, makes the director lie
+	// in its records.
+	tamper tamper
+}
+
+// tamper holds the control tests' hooks: each may rewrite the director's
+// records behind its back, so that a test can show a checker deciding from
+// the oracle and the VM roots, not from what the director believes.
+type tamper struct {
+	// beforeDeleteVM runs inside the director's delete_vm call, before the
+	// CPI-seam check.
+	beforeDeleteVM func(w *World, vm string)
+	// afterOp runs when an operation's task has ended, before the checks
+	// that follow it.
+	afterOp func(w *World, o Op)
 }
 
 // The world's timing, on the virtual clock.
@@ -112,7 +128,7 @@ type World struct {
 }
 
 // ParseProfile returns the director knobs of a profile name: "reference",
-// "upstream", or "upstream:X" with X one race letter of CONTRACTS §7 (a–i),
+// "upstream", or "upstream:X" with X one race letter (docs/upstream.md) (a–i),
 // which turns on the knob behind that race, with upstream's handling of CPI
 // errors (TrustCPIErrors: no call is made again to settle an in-doubt
 // outcome), which every upstream race runs with.
@@ -554,6 +570,9 @@ func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res c
 
 func (c *faultCPI) DeleteVM(ctx context.Context, cid cpiv2.VMCID) error {
 	return c.call(cpiv2.MethodDeleteVM, func() error {
+		if f := c.w.cfg.tamper.beforeDeleteVM; f != nil {
+			f(c.w, cid.String())
+		}
 		c.w.checkDeleteVM(cid.String())
 		return c.w.cpi.DeleteVM(ctx, cid)
 	})

@@ -6,28 +6,69 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cpilab/cpilab/simulator"
 )
 
 func init() {
-	commands["simulate"] = command{summary: "deterministic simulation of director + agents + cloud from a seed, or a sweep of seeds", run: runSimulate}
+	commands["simulate"] = command{summary: "deterministic simulation of director + agents + cloud from a seed, a sweep of seeds, or a merge of sweep shards", run: runSimulate}
 	commands["replay"] = command{summary: "replay a scenario or minimized trace file and compare its expected output", run: runReplay}
 }
 
+const simulateUsage = `usage: cpilab simulate [flags]                       one seed (--seed N)
+       cpilab simulate --seeds A..B [--shard K/N] [--json-report FILE] [flags]
+       cpilab simulate merge [--json-report FILE] REPORT...
+
+One seed prints PASS or the failure report with its replay commands. A sweep runs every seed of
+A..B (or, with --shard K/N, the K-th of N contiguous blocks of it) on every core, prints its
+progress on stderr (seeds done, failing seeds, rate, time left; --quiet for none), and writes its
+verdict as JSON with --json-report. "merge" combines the JSON reports of every shard of one sweep
+into one verdict with each failing seed's replay command; it refuses reports of different sweeps,
+two reports of one shard, and missing shards. docs/simulate-report.md documents the report.
+
+Exit status: 0 every seed passed, 1 a seed failed (or a sweep did not finish), 2 misuse or bad input.
+
+examples:
+  cpilab simulate --seed 42 --profile upstream --faults default
+  cpilab simulate --seeds 1..10000 --keep-going
+  cpilab simulate --seeds 1..1000000 --shard 3/16 --keep-going --json-report out-3.json
+  cpilab simulate merge out-*.json
+
+flags:`
+
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "merge" {
+		return runSimulateMerge(args[1:], stdout, stderr)
+	}
 	fs := newFlagSet("simulate", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), simulateUsage)
+		fs.PrintDefaults()
+	}
 	var run simulator.RunConfig
 	run.RegisterFlags(fs)
 	seeds := fs.String("seeds", "", "sweep a seed range A..B on every core instead of one --seed")
-	outDir := fs.String("out", ".", "where a failing run's minimized trace (seed-N.txt) and visualization (seed-N.html) go")
+	var shard simulator.Shard
+	fs.Var(&shard, "shard", "with --seeds: run only shard K/N, the K-th of N contiguous blocks of the range (see docs/simulate-report.md)")
+	jsonReport := fs.String("json-report", "", "with --seeds: write the sweep's verdict and failing seeds as JSON to this file")
+	outDir := fs.String("out", ".", "where a failing run's minimized trace (seed-N.txt) and porcupine's visualization of its history (seed-N.html) go")
 	noShrink := fs.Bool("no-shrink", false, "write the whole failing run instead of shrinking it")
 	keepGoing := fs.Bool("keep-going", false, "with --seeds: run every seed instead of stopping at the first failure")
 	parallel := fs.Int("parallel", 0, "with --seeds: runs at once (0: every core)")
+	quiet := fs.Bool("quiet", false, "with --seeds: print no progress on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *seeds == "" {
+		for _, name := range []string{"shard", "json-report", "keep-going", "parallel"} {
+			if isSet(fs, name) {
+				return usageErrorf(fs, "--%s needs --seeds A..B", name)
+			}
+		}
 		res, err := simulator.SimulateSeed(simulator.SimulateConfig{Run: run, OutDir: *outDir, NoShrink: *noShrink})
 		if res != nil {
 			fmt.Fprint(stdout, res)
@@ -43,12 +84,34 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if isSet(fs, "seed") {
 		return usageErrorf(fs, "--seed and --seeds exclude each other")
 	}
+	if *parallel < 0 {
+		return usageErrorf(fs, "--parallel %d: want a number of runs at once ≥ 1, or 0 for every core", *parallel)
+	}
 	rng, err := simulator.ParseSeedRange(*seeds)
 	if err != nil {
 		return usageErrorf(fs, "--seeds: %v", err)
 	}
-	sweep, first, err := simulator.SweepSeeds(ctx, simulator.SweepRunConfig{Seeds: rng, Run: run, Parallelism: *parallel,
-		KeepGoing: *keepGoing, OutDir: *outDir, NoShrink: *noShrink})
+	block, err := shard.Of(rng)
+	if err != nil {
+		return usageErrorf(fs, "--shard: %v", err)
+	}
+	if err := run.Validate(); err != nil {
+		return usageErrorf(fs, "%v", err)
+	}
+	var prog *sweepProgress
+	if !*quiet {
+		prog = newSweepProgress(stderr, block.Len())
+		prog.start()
+	}
+	cfg := simulator.SweepRunConfig{Seeds: rng, Shard: shard, Run: run, Parallelism: *parallel,
+		KeepGoing: *keepGoing, OutDir: *outDir, NoShrink: *noShrink}
+	if prog != nil {
+		cfg.OnRun = prog.ran
+	}
+	sweep, first, err := simulator.SweepSeeds(ctx, cfg)
+	if prog != nil {
+		prog.stop()
+	}
 	fmt.Fprintln(stdout, sweep)
 	if first != nil {
 		fmt.Fprint(stdout, first)
@@ -56,10 +119,160 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if len(sweep.Failures) > 0 {
+	rep, rerr := simulator.NewSweepReport(run, rng, shard, *keepGoing, sweep)
+	if rerr != nil {
+		return rerr
+	}
+	if *jsonReport != "" {
+		if err := rep.WriteFile(*jsonReport); err != nil {
+			return err
+		}
+	}
+	if rep.Verdict != simulator.VerdictPass {
 		return exitError(1)
 	}
 	return nil
+}
+
+// runSimulateMerge is `cpilab simulate merge [--json-report OUT] REPORT...`.
+func runSimulateMerge(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("simulate merge", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), simulateUsage)
+		fs.PrintDefaults()
+	}
+	jsonReport := fs.String("json-report", "", "write the merged report as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return exitError(2)
+	}
+	if fs.NArg() == 0 {
+		return usageErrorf(fs, "want the JSON report of every shard (REPORT...)")
+	}
+	var reports []simulator.SweepReport
+	for _, path := range fs.Args() {
+		r, err := simulator.ReadSweepReport(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "cpilab simulate merge: %v\n", err)
+			return exitError(2)
+		}
+		reports = append(reports, r)
+	}
+	merged, err := simulator.MergeSweepReports(reports, fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "cpilab simulate merge: %v\n", err)
+		return exitError(2)
+	}
+	fmt.Fprint(stdout, merged)
+	if *jsonReport != "" {
+		if err := merged.WriteFile(*jsonReport); err != nil {
+			return err
+		}
+	}
+	if merged.Verdict != simulator.VerdictPass {
+		return exitError(1)
+	}
+	return nil
+}
+
+// sweepProgress prints a sweep's progress on stderr (I/O-edge code: it reads
+// the wall clock): seeds done, failing seeds, rate and time left. On a
+// terminal it rewrites one line at most 4 times a second; elsewhere (CI
+// logs) it prints a line every 10 s. The last line is printed when the
+// sweep ends.
+type sweepProgress struct {
+	w     io.Writer
+	total uint64
+	tty   bool
+	every time.Duration
+	now   func() time.Time
+
+	began        time.Time
+	done, failed atomic.Uint64
+	quit         chan struct{}
+	wg           sync.WaitGroup
+
+	mu      sync.Mutex // guards lastLen and writes to w
+	lastLen int
+}
+
+func newSweepProgress(w io.Writer, total uint64) *sweepProgress {
+	p := &sweepProgress{w: w, total: total, every: 10 * time.Second, now: time.Now}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty, p.every = true, 250*time.Millisecond
+		}
+	}
+	return p
+}
+
+// ran counts one finished run (SweepConfig.OnRun).
+func (p *sweepProgress) ran(_ simulator.Seed, rep simulator.RunReport) {
+	p.done.Add(1)
+	if rep.Err != nil {
+		p.failed.Add(1)
+	}
+}
+
+func (p *sweepProgress) start() {
+	p.began = p.now()
+	p.quit = make(chan struct{})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(p.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.quit:
+				return
+			case <-t.C:
+				p.print(false)
+			}
+		}
+	}()
+}
+
+func (p *sweepProgress) stop() {
+	close(p.quit)
+	p.wg.Wait()
+	p.print(true)
+}
+
+// line is the progress text at now.
+func (p *sweepProgress) line(now time.Time) string {
+	done, failed := p.done.Load(), p.failed.Load()
+	elapsed := now.Sub(p.began)
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(done) / elapsed.Seconds()
+	}
+	left := "time left unknown"
+	switch {
+	case done >= p.total:
+		left = fmt.Sprintf("done in %v", elapsed.Round(time.Second))
+	case rate > 0:
+		left = fmt.Sprintf("about %v left", (time.Duration(float64(p.total-done) / rate * float64(time.Second))).Round(time.Second))
+	}
+	pct := 100 * float64(done) / float64(max(p.total, 1))
+	return fmt.Sprintf("simulate: %d/%d seeds (%.1f%%), %d failing, %.1f seeds/s, %s", done, p.total, pct, failed, rate, left)
+}
+
+func (p *sweepProgress) print(final bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.line(p.now())
+	switch {
+	case p.tty && final:
+		fmt.Fprintf(p.w, "\r%-*s\n", p.lastLen, l)
+	case p.tty:
+		fmt.Fprintf(p.w, "\r%-*s", p.lastLen, l)
+		p.lastLen = len(l)
+	default:
+		fmt.Fprintln(p.w, l)
+	}
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -69,7 +282,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.PrintDefaults()
 	}
 	rewrite := fs.Bool("rewrite", false, "write the actual outputs into the file instead of comparing")
-	outDir := fs.String("out", "", "where porcupine visualizations of violating runs go (default: none)")
+	outDir := fs.String("out", "", "where porcupine visualizations (seed-N.html) of runs that violate linearizability go (default: none written)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -80,6 +293,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageErrorf(fs, "want exactly one FILE, got %d arguments", fs.NArg())
 	}
 	res, err := simulator.Replay(simulator.ReplayConfig{Path: fs.Arg(0), Rewrite: *rewrite, OutDir: *outDir, Out: stdout})
+	if errors.Is(err, simulator.ErrInvalidFile) {
+		fmt.Fprintf(stderr, "cpilab replay: %v\n", err)
+		return exitError(2)
+	}
 	if err != nil {
 		return err
 	}

@@ -111,6 +111,18 @@ func Check(history []porcupine.Operation, opts Options) (Result, error) {
 	return res, nil
 }
 
+// Visualize writes porcupine's HTML visualization of the whole history to
+// path, whether or not it is linearizable: each disk name's operations on
+// a timeline, with a linearization where one exists and the longest legal
+// prefix where none does. timeout bounds the search (0: none).
+func Visualize(history []porcupine.Operation, path string, timeout time.Duration) error {
+	_, info := porcupine.CheckOperationsVerbose(Model, normalize(history), timeout)
+	if err := porcupine.VisualizePath(Model, info, path); err != nil {
+		return fmt.Errorf("diskmodel: writing the visualization: %w", err)
+	}
+	return nil
+}
+
 func normalize(history []porcupine.Operation) []porcupine.Operation {
 	h := slices.Clone(history)
 	end := int64(0)

@@ -1,6 +1,6 @@
 // Package diskmodel is the linearizability model of the dynamic-disk API per
 // disk name, for github.com/anishathalye/porcupine, with the semantics of
-// CONTRACTS §6:
+// the dynamic_disks API:
 //
 //   - provide(vm): attached to another VM → fails; attached to vm → ok
 //     (idempotent); detached → attaches; absent → creates and attaches.

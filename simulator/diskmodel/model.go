@@ -8,7 +8,7 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// OpKind is a dynamic-disk API operation (CONTRACTS §6).
+// OpKind is a dynamic-disk API operation (the dynamic_disks API).
 type OpKind string
 
 // The operations.

@@ -1,4 +1,4 @@
-// Package faults holds the simulator's faults as values (STYLE 8): a Fault
+// Package faults holds the simulator's faults as values: a Fault
 // names what happens (Kind) and at which operation of its seam (At), prints
 // as one line of text and parses back, so a run's fault schedule can be
 // logged, replayed and shrunk.

@@ -29,7 +29,7 @@ const (
 	SeamVM Seam = "vm"
 )
 
-// Kind is a kind of fault (issue 7).
+// Kind is a kind of fault.
 type Kind string
 
 // The fault kinds, in canonical order.

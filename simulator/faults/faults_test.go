@@ -86,7 +86,8 @@ func TestSpecText(t *testing.T) {
 		t.Fatalf("none: %v %q", err, n)
 	}
 	for _, bad := range []string{"bogus=0.1", "cpi-error=1.5", "cpi-error", "cpi-error=0.1:1s..2s",
-		"latency=0.1:2s..1s", "latency=0.1:1s", "latency=0.1,latency=0.2", "latency=x"} {
+		"latency=0.1:2s..1s", "latency=0.1:1s", "latency=0.1,latency=0.2", "latency=x",
+		"cpi-error=NaN", "cpi-error=nan", "cpi-error=Inf", "cpi-error=+Inf", "cpi-error=-Inf", "cpi-error=-0.1", "cpi-error=1e400"} {
 		if _, err := faults.ParseSpec(bad); err == nil {
 			t.Errorf("ParseSpec(%q) accepted it", bad)
 		}

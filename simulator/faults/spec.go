@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -68,7 +69,7 @@ func ParseSpec(text string) (Spec, error) {
 		}
 		pText, rng, hasRange := strings.Cut(val, ":")
 		p, err := strconv.ParseFloat(strings.TrimSpace(pText), 64)
-		if err != nil || p < 0 || p > 1 {
+		if err != nil || math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || p > 1 {
 			return Spec{}, fmt.Errorf("fault spec entry %q: probability %q is not a number in [0, 1]", entry, pText)
 		}
 		r := Rate{P: p}

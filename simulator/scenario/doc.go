@@ -1,5 +1,5 @@
 // Package scenario runs scripted scenario files in the style of etcd's
-// datadriven tests (STYLE 11): a text file, one command per line with its
+// datadriven tests: a text file, one command per line with its
 // arguments, each followed by its expected output. A registry maps command
 // names to handlers; a handler acts on a state shared by the file's commands
 // and returns the command's output. The -rewrite test flag replaces the
