@@ -72,17 +72,25 @@ func (d DiskSettings) check() error {
 	if err := CheckName("disk CID", d.ID); err != nil {
 		return err
 	}
-	if d.Path != "" {
-		if err := CheckGuestPath("hint path", d.Path); err != nil {
-			return err
-		}
-	}
 	fields := []struct{ name, v string }{
 		{"hint id", d.DeviceID}, {"hint lun", d.Lun}, {"hint host_device_id", d.HostDeviceID},
 	}
-	// A string hint's volume_id is its path; only a hash's volume_id is a
-	// SCSI target number.
-	if d.VolumeID != d.Path {
+	// A string hint ("/dev/sdc" or "3") is both path and volume_id: it must
+	// be a clean guest path or a SCSI target token. A hash's path must be a
+	// guest path and its volume_id a token.
+	switch {
+	case d.Path != "" && d.VolumeID == d.Path:
+		if err := CheckGuestPath("hint path", d.Path); err != nil {
+			if checkGlobToken("hint", d.Path) != nil {
+				return err
+			}
+		}
+	default:
+		if d.Path != "" {
+			if err := CheckGuestPath("hint path", d.Path); err != nil {
+				return err
+			}
+		}
 		fields = append(fields, struct{ name, v string }{"hint volume_id", d.VolumeID})
 	}
 	for _, f := range fields {

@@ -102,7 +102,7 @@ func (a *Agent) mountDisk(args []json.RawMessage) (any, error) {
 		return nil, err
 	}
 	a.diskMu.Lock()
-	a.reloadSettingsLocked()
+	_ = a.reloadSettingsLocked() // on failure the settings already held serve
 	ds, err := a.persistentDiskLocked(cid)
 	a.diskMu.Unlock()
 	if err != nil {
