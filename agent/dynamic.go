@@ -104,7 +104,8 @@ func (a *Agent) removeDynamicDisk(args []json.RawMessage) (any, error) {
 type DiskUsage struct {
 	// DiskCID names the disk (the symlink's name).
 	DiskCID string `json:"disk_cid"`
-	// Device is the guest path the link leads to.
+	// Device is the guest path the link names ("/dev/sdc"), read from the
+	// link's directory when its target is relative.
 	Device string `json:"device"`
 	// UsedBytes is the space allocated to the backing file (blocks × 512).
 	UsedBytes int64 `json:"used_bytes"`
@@ -129,13 +130,23 @@ func (a *Agent) DynamicDiskUsage() ([]DiskUsage, error) {
 			continue
 		}
 		u := DiskUsage{DiskCID: e.Name()}
-		real, err := a.root.Resolve(DynamicDiskLink(e.Name()))
+		link := DynamicDiskLink(e.Name())
+		target, err := a.root.Readlink(link)
 		if err != nil {
 			u.Error = err.Error()
 			out = append(out, u)
 			continue
 		}
-		u.Device = real
+		if !path.IsAbs(target) {
+			target = path.Join(dynamicDisksDir, target)
+		}
+		u.Device = target
+		real, err := a.root.Resolve(link)
+		if err != nil {
+			u.Error = err.Error()
+			out = append(out, u)
+			continue
+		}
 		fi, err := a.root.Lstat(real)
 		if err != nil {
 			u.Error = err.Error()

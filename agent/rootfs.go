@@ -72,4 +72,3 @@ func CheckGuestPath(what, p string) error {
 	}
 	return nil
 }
-

@@ -23,22 +23,25 @@ func safeCID(cid string) bool { return cidPattern.MatchString(cid) }
 // rootDirs are created in every VM root at create_vm (docs/seams.md).
 var rootDirs = []string{"dev", "dev/disk/by-id", "sys/bus/scsi/devices", "var/vcap/bosh", "var/vcap/data", "var/vcap/store"}
 
-// scsiHost is the SCSI host number of the root disk and every attached disk.
-const scsiHost = 2
-
-// VMBusDevice is the Hyper-V vmbus device every fake VM's SCSI host hangs
-// off (sys/bus/vmbus/devices/<VMBusDevice>), as Azure's data-disk
-// controller does; its device_id file holds VMBusDeviceID.
-const VMBusDevice = "f8b3781b-1e82-4818-a1c3-63d806ec15bb"
-
-// VMBusDeviceID is the content of the vmbus device's device_id: the
-// host_device_id the reference CPI's "lun" hints carry.
-const VMBusDeviceID = "2"
-
-// Guest paths of the SCSI and vmbus layout (docs/seams.md).
+// The fake guest's SCSI view (docs/seams.md): every disk is on SCSI host
+// 2, a PCI controller, at target = LUN (2:0:<lun>:0, what the scsi
+// resolver's volume_id look-up reads, the root disk at 2:0:0:0), and again
+// on host 3, a Hyper-V vmbus controller, at 3:0:0:<lun> (what the look-up by
+// lun and host_device_id reads, through /sys/class/block/<dev>).
 const (
+	scsiHost  = 2
+	vmbusHost = 3
+	// VMBusDevice is the vmbus device of host 3
+	// (sys/bus/vmbus/devices/<VMBusDevice>), named as Azure's data-disk
+	// controller is.
+	VMBusDevice = "f8b3781b-1e82-4818-a1c3-63d806ec15bb"
+	// VMBusDeviceID is the content of that device's device_id: the
+	// host_device_id the reference CPI's "lun" hints carry.
+	VMBusDeviceID = "2"
+
+	pciHostDir   = "/sys/devices/pci0000:00/0000:00:10.0/host2"
 	vmbusDir     = "/sys/devices/vmbus/" + VMBusDevice
-	scsiHostDir  = vmbusDir + "/host2"
+	vmbusHostDir = vmbusDir + "/host3"
 	rootDiskName = "sda"
 )
 
@@ -82,39 +85,53 @@ func (c *Cloud) makeRoot(cid string) error {
 	return layoutSCSI(r, rootDiskName, 0)
 }
 
-// scsiAddr is a device's SCSI address on the fake host: "2:0:<lun>:0".
+// scsiAddr is a device's address on the PCI host: "2:0:<lun>:0".
 func scsiAddr(lun int) string { return strconv.Itoa(scsiHost) + ":0:" + strconv.Itoa(lun) + ":0" }
 
-// layoutSCSI lays out the sysfs view of SCSI device dev at lun: its
-// directory under the vmbus device's host, and the links
-// sys/bus/scsi/devices/<addr> and sys/class/block/<dev> to it, as Linux
-// shows them; plus, once, the vmbus device's device_id and the host's scan
-// file.
+// vmbusAddr is a device's address on the vmbus host: "3:0:0:<lun>".
+func vmbusAddr(lun int) string { return strconv.Itoa(vmbusHost) + ":0:0:" + strconv.Itoa(lun) }
+
+// layoutSCSI lays out the sysfs view of SCSI device dev at lun, as Linux
+// shows it: its directories under both hosts, the links
+// sys/bus/scsi/devices/<addr> to them, sys/class/block/<dev> to the vmbus
+// one (the PCI one for the root disk), and, once, the vmbus device with its
+// device_id and each host's scan file. Link targets are relative, so they
+// lead to the same place inside the root for a process on the host.
 func layoutSCSI(r *vmroot.Root, dev string, lun int) error {
-	addr := scsiAddr(lun)
-	dir := scsiHostDir + "/" + addr
-	for _, d := range []string{dir + "/block/" + dev, "/sys/bus/scsi/devices", "/sys/class/block", "/sys/bus/vmbus/devices", "/sys/class/scsi_host/host2"} {
+	pci := pciHostDir + "/" + scsiAddr(lun)
+	vmbus := vmbusHostDir + "/" + vmbusAddr(lun)
+	class := vmbus
+	dirs := []string{pci + "/block/" + dev, vmbus + "/block/" + dev}
+	if dev == rootDiskName {
+		class, dirs = pci, dirs[:1]
+	}
+	dirs = append(dirs, vmbusDir, "/sys/bus/scsi/devices", "/sys/class/block", "/sys/bus/vmbus/devices", "/sys/class/scsi_host/host2", "/sys/class/scsi_host/host3")
+	for _, d := range dirs {
 		if err := r.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if _, err := r.Lstat(vmbusDir + "/device_id"); err != nil {
-		if err := r.WriteFileAtomic(vmbusDir+"/device_id", []byte(VMBusDeviceID+"\n"), 0o444); err != nil {
+	files := []struct{ p, content string }{
+		{vmbusDir + "/device_id", VMBusDeviceID + "\n"},
+		{"/sys/class/scsi_host/host2/scan", ""},
+		{"/sys/class/scsi_host/host3/scan", ""},
+	}
+	for _, f := range files {
+		if _, err := r.Lstat(f.p); err == nil {
+			continue
+		}
+		if err := r.WriteFileAtomic(f.p, []byte(f.content), 0o644); err != nil {
 			return err
 		}
 	}
-	if _, err := r.Lstat("/sys/class/scsi_host/host2/scan"); err != nil {
-		if err := r.WriteFileAtomic("/sys/class/scsi_host/host2/scan", nil, 0o200); err != nil {
-			return err
-		}
-	}
-	// Relative targets, so that the links lead to the same place inside the
-	// root for a process on the host.
-	inSys := strings.TrimPrefix(dir, "/sys/")
+	inSys := func(p string) string { return strings.TrimPrefix(p, "/sys/") }
 	links := []struct{ target, link string }{
-		{"../../../devices/vmbus/" + VMBusDevice, "/sys/bus/vmbus/devices/" + VMBusDevice},
-		{"../../../" + inSys, "/sys/bus/scsi/devices/" + addr},
-		{"../../" + inSys + "/block/" + dev, "/sys/class/block/" + dev},
+		{"../../../" + inSys(vmbusDir), "/sys/bus/vmbus/devices/" + VMBusDevice},
+		{"../../../" + inSys(pci), "/sys/bus/scsi/devices/" + scsiAddr(lun)},
+		{"../../" + inSys(class) + "/block/" + dev, "/sys/class/block/" + dev},
+	}
+	if dev != rootDiskName {
+		links = append(links, struct{ target, link string }{"../../../" + inSys(vmbus), "/sys/bus/scsi/devices/" + vmbusAddr(lun)})
 	}
 	for _, l := range links {
 		if err := r.Symlink(l.target, l.link, vmroot.SymlinkAtomic); err != nil {
@@ -126,9 +143,11 @@ func layoutSCSI(r *vmroot.Root, dev string, lun int) error {
 
 // removeSCSI removes what layoutSCSI made for dev at lun.
 func removeSCSI(r *vmroot.Root, dev string, lun int) error {
-	addr := scsiAddr(lun)
 	var errs []error
-	for _, p := range []string{"/sys/bus/scsi/devices/" + addr, "/sys/class/block/" + dev, scsiHostDir + "/" + addr} {
+	for _, p := range []string{
+		"/sys/bus/scsi/devices/" + scsiAddr(lun), "/sys/bus/scsi/devices/" + vmbusAddr(lun), "/sys/class/block/" + dev,
+		pciHostDir + "/" + scsiAddr(lun), vmbusHostDir + "/" + vmbusAddr(lun),
+	} {
 		if err := r.RemoveAll(p); err != nil {
 			errs = append(errs, err)
 		}
@@ -188,9 +207,6 @@ func byIDName(diskCID string) string {
 	return "virtio-" + id
 }
 
-func scsiDir(root string, lun int, dev string) string {
-	return filepath.Join(root, "sys/bus/scsi/devices", strconv.Itoa(scsiHost)+":0:"+strconv.Itoa(lun)+":0", "block", dev)
-}
 
 // scsiByIDName is the SCSI by-id link name for a disk CID, as udev names
 // a disk by its serial ("scsi-<CID without dashes>"): what the scsi
@@ -342,7 +358,8 @@ func (c *Cloud) clearDevicesLocked(cid string) error {
 		{"/dev/disk/by-id", all},
 		{"/sys/bus/scsi/devices", func(e fs.DirEntry) bool { return e.Name() == scsiAddr(0) }},
 		{"/sys/class/block", func(e fs.DirEntry) bool { return e.Name() == rootDiskName }},
-		{scsiHostDir, func(e fs.DirEntry) bool { return e.Name() == scsiAddr(0) }},
+		{pciHostDir, func(e fs.DirEntry) bool { return e.Name() == scsiAddr(0) }},
+		{vmbusHostDir, all},
 	}
 	for _, s := range steps {
 		if err := clear(s.dir, s.keep); err != nil {
