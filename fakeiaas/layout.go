@@ -207,7 +207,6 @@ func byIDName(diskCID string) string {
 	return "virtio-" + id
 }
 
-
 // scsiByIDName is the SCSI by-id link name for a disk CID, as udev names
 // a disk by its serial ("scsi-<CID without dashes>"): what the scsi
 // resolver's look-up by id globs for.
