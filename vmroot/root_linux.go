@@ -49,6 +49,17 @@ func pathErr(op, p string, err error) error {
 	return &fs.PathError{Op: op, Path: p, Err: err}
 }
 
+// dirErr is pathErr for opening directory p, naming a symlink met at its
+// end (which O_DIRECTORY|O_NOFOLLOW reports as ENOTDIR) as ErrSymlink.
+func (r *Root) dirErr(op, p string, err error) error {
+	if err == unix.ENOTDIR {
+		if fi, lerr := r.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			err = unix.ELOOP
+		}
+	}
+	return pathErr(op, p, err)
+}
+
 func openat2(dirfd int, name string, flags uint64, resolve uint64) (int, error) {
 	// EAGAIN: a rename raced the look-up; retry a bounded number of times.
 	for i := 0; ; i++ {
@@ -64,7 +75,7 @@ func openat2(dirfd int, name string, flags uint64, resolve uint64) (int, error) 
 func (r *Root) openDir(op, p, rd string) (int, error) {
 	fd, err := openat2(r.fd, rd, unix.O_PATH|unix.O_DIRECTORY, strict)
 	if err != nil {
-		return -1, pathErr(op, p, err)
+		return -1, r.dirErr(op, rd, err)
 	}
 	return fd, nil
 }
@@ -210,6 +221,10 @@ func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 		}
 		next, err := openat2(cur, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, strict)
 		if err != nil {
+			var st unix.Stat_t
+			if err == unix.ENOTDIR && unix.Fstatat(cur, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = unix.ELOOP
+			}
 			if err == unix.ENOTDIR {
 				err = fmt.Errorf("%s is not a directory: %w", c, err)
 			}
@@ -229,7 +244,7 @@ func (r *Root) ChmodDir(p string, perm fs.FileMode) error {
 	}
 	fd, err := openat2(r.fd, rp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, strict)
 	if err != nil {
-		return pathErr("chmod", p, err)
+		return r.dirErr("chmod", p, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
@@ -379,7 +394,7 @@ func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
 	}
 	fd, err := openat2(r.fd, rp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, strict)
 	if err != nil {
-		return nil, pathErr("readdir", p, err)
+		return nil, r.dirErr("readdir", p, err)
 	}
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
