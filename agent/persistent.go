@@ -102,11 +102,14 @@ func (a *Agent) mountDisk(args []json.RawMessage) (any, error) {
 		return nil, err
 	}
 	a.diskMu.Lock()
-	_ = a.reloadSettingsLocked() // on failure the settings already held serve
+	if err := a.reloadSettingsLocked(); err != nil {
+		a.diskMu.Unlock()
+		return nil, fmt.Errorf("Refreshing the settings: %w", err)
+	}
 	ds, err := a.persistentDiskLocked(cid)
 	a.diskMu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("Reading persistent disk settings: %w", err)
 	}
 	// Resolve without the lock: polling may take the whole device time-out.
 	dev, err := a.resolver.Resolve(ds)
