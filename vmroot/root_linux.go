@@ -219,7 +219,9 @@ func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 		if err := unix.Mkdirat(cur, c, uint32(perm.Perm())); err != nil && err != unix.EEXIST {
 			return pathErr("mkdir", p, err)
 		}
-		next, err := openat2(cur, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, strict)
+		// No O_NOFOLLOW with O_PATH: together they open a trailing symlink
+		// itself, where RESOLVE_NO_SYMLINKS alone refuses it (ELOOP).
+		next, err := openat2(cur, c, unix.O_PATH|unix.O_DIRECTORY, strict)
 		if err != nil {
 			var st unix.Stat_t
 			if err == unix.ENOTDIR && unix.Fstatat(cur, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {

@@ -3,7 +3,6 @@
 package vmssh
 
 import (
-	"errors"
 	"os"
 	"sync/atomic"
 
@@ -73,11 +72,12 @@ func (w *walk) lookup(depth int, c string) (kind, string, error) {
 		return kindSymlink, string(buf[:n]), nil
 	case unix.S_IFDIR:
 		lookups.Add(1)
-		fd, err := unix.Openat(parent, c, openDirFlags, 0)
+		fd, err := openDir(parent, c)
 		if err != nil {
-			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ENOENT) {
-				return kindMissing, "", nil // swapped meanwhile: leave it to the operation
-			}
+			return kindMissing, "", nil // swapped meanwhile: leave it to the operation
+		}
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			unix.Close(fd)
 			return kindMissing, "", nil
 		}
 		w.fds = append(w.fds, fd)
