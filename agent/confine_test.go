@@ -36,6 +36,7 @@ type confined struct {
 	sftp     *vmssh.Client
 	cfg      agent.Config
 	a        *agent.Agent
+	settings *settingsServer
 }
 
 const (
@@ -87,6 +88,7 @@ func newConfined(t testing.TB, knobs agent.Knobs) *confined {
 
 	s := newSettingsServer(t)
 	s.setUserData("vm-1", testSettings("agent-1", "vm-1", ""))
+	c.settings = s
 	r := rt.Real(5)
 	m := mbus.NewMemory(r)
 	t.Cleanup(func() { _ = m.Close() })

@@ -22,6 +22,9 @@ const dynamicDisksPerm = 0o700
 
 // prepareDynamicDisksDir makes var/vcap/data/dynamic_disks, mode 0700.
 func (a *Agent) prepareDynamicDisksDir() error {
+	if err := a.root.MkdirAll(path.Dir(dynamicDisksDir), 0o755); err != nil {
+		return fmt.Errorf("agent: preparing %s: %w", dynamicDisksDir, err)
+	}
 	if err := a.root.MkdirAll(dynamicDisksDir, dynamicDisksPerm); err != nil {
 		return fmt.Errorf("agent: preparing %s: %w", dynamicDisksDir, err)
 	}
