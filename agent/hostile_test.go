@@ -124,9 +124,11 @@ func FuzzHintDecoding(f *testing.F) {
 	v := newVMRoot(f, "vm-1")
 	v.attach(f, diskA, 'c', "sd", 1)
 	var resolvers []agent.Resolver
-	for _, typ := range []string{agent.ResolverIdentity, agent.ResolverMapped, agent.ResolverVirtio, agent.ResolverSCSI} {
+	for _, typ := range []string{agent.ResolverIdentity, agent.ResolverMapped, agent.ResolverVirtio, agent.ResolverSCSI, agent.ResolverISCSI} {
 		r, err := agent.NewResolver(agent.ResolverConfig{Type: typ, Root: v.root, Runtime: rt.Real(1),
-			Timeout: time.Microsecond, PollInterval: time.Microsecond, VirtioIDWait: time.Microsecond})
+			Timeout: time.Microsecond, PollInterval: time.Microsecond, VirtioIDWait: time.Microsecond,
+			SCSIIDTimeout: time.Microsecond, SCSILunTimeout: time.Microsecond, ISCSITimeout: time.Microsecond,
+			SCSIVolumeIDRetries: 1, SCSIVolumeIDWait: time.Microsecond})
 		if err != nil {
 			f.Fatal(err)
 		}
