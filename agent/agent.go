@@ -97,6 +97,13 @@ type Knobs struct {
 	// Symlink does. By default the new link is renamed over the old one,
 	// so the name is never absent.
 	NonAtomicLinks bool
+	// LaxNames accepts disk CIDs and hint values as bosh-agent does: a CID
+	// is joined into the dynamic_disks path as given (so "a/b" or "../x"
+	// name other places, still inside the VM root), hint values may hold
+	// glob metacharacters and a hint path need not be clean or absolute. By
+	// default such names are refused (ErrUnsafe). Either way no file
+	// operation leaves the VM root (package vmroot refuses it).
+	LaxNames bool
 }
 
 // Agent is a running reference agent on one VM root.
@@ -263,6 +270,7 @@ func resolverConfig(cfg Config, fsRoot *vmroot.Root, stopped *rt.Event) Resolver
 	rc := ResolverConfig{
 		Type: cfg.DeviceResolver, Root: cfg.Root, FS: fsRoot, Runtime: cfg.Runtime,
 		PollInterval:           cfg.DevicePollInterval,
+		LaxNames:               cfg.Knobs.LaxNames,
 		DiskIDTransformPattern: cfg.DiskIDTransformPattern, DiskIDTransformReplacement: cfg.DiskIDTransformReplacement,
 		Stopped: stopped,
 	}

@@ -103,3 +103,31 @@ func (d DiskSettings) check() error {
 	}
 	return nil
 }
+
+// decodeDiskSettingsLax decodes as DecodeDiskSettings does but checks only
+// what bosh-agent checks (Knobs.LaxNames): a CID that is not empty, a hint
+// that says something.
+func decodeDiskSettingsLax(diskCID string, rawHint json.RawMessage) (DiskSettings, error) {
+	if err := checkLaxName("disk CID", diskCID); err != nil {
+		return DiskSettings{}, err
+	}
+	var h cpiv2.DiskHint
+	if err := json.Unmarshal(rawHint, &h); err != nil {
+		if !errors.Is(err, cpiv2.ErrBadDiskHint) {
+			err = fmt.Errorf("%w: %v", cpiv2.ErrBadDiskHint, err)
+		}
+		return DiskSettings{}, fmt.Errorf("agent: hint for disk %s: %w", diskCID, err)
+	}
+	if h.IsZero() {
+		return DiskSettings{}, fmt.Errorf("agent: hint for disk %s: %w: it says nothing", diskCID, cpiv2.ErrBadDiskHint)
+	}
+	return DiskSettingsFromHint(diskCID, h), nil
+}
+
+// checkSettings is DiskSettings.check unless Knobs.LaxNames.
+func (a *Agent) checkSettings(d DiskSettings) error {
+	if a.cfg.Knobs.LaxNames {
+		return checkLaxName("disk CID", d.ID)
+	}
+	return d.check()
+}

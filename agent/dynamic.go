@@ -39,7 +39,7 @@ func (a *Agent) prepareDynamicDisksDir() error {
 // /var/vcap/data/dynamic_disks/<cid> to it. A link already pointing there is
 // left alone; anything else at the name is replaced.
 func (a *Agent) addDynamicDisk(args []json.RawMessage) (any, error) {
-	ds, err := diskArgs(MethodAddDynamicDisk, args)
+	ds, err := a.diskArgs(MethodAddDynamicDisk, args)
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +53,10 @@ func (a *Agent) addDynamicDisk(args []json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Setting up dynamic disk: Getting dynamic disk real device path: %w", err)
 	}
-	if err := CheckGuestPath("device path", dev); err != nil {
-		return nil, err
+	if !a.cfg.Knobs.LaxNames {
+		if err := CheckGuestPath("device path", dev); err != nil {
+			return nil, err
+		}
 	}
 	a.diskMu.Lock()
 	defer a.diskMu.Unlock()
@@ -64,15 +66,15 @@ func (a *Agent) addDynamicDisk(args []json.RawMessage) (any, error) {
 	return map[string]string{}, nil
 }
 
-// linkTarget is what the link of a dynamic disk holds for guest device dev:
-// dev itself under Knobs.AbsoluteLinks, else dev relative to the link's
-// directory.
-func (a *Agent) linkTarget(dev string) string {
+// linkTarget is what link, a dynamic disk's link, holds for guest device
+// dev: dev itself under Knobs.AbsoluteLinks, else dev relative to the
+// link's directory.
+func (a *Agent) linkTarget(dev, link string) string {
 	if a.cfg.Knobs.AbsoluteLinks {
 		return dev
 	}
-	up := strings.Repeat("../", strings.Count(dynamicDisksDir, "/"))
-	return up + strings.TrimPrefix(dev, "/")
+	up := strings.Repeat("../", strings.Count(path.Dir(link), "/"))
+	return up + strings.TrimPrefix(path.Clean("/"+dev), "/")
 }
 
 // linkDynamicDiskLocked makes the disk's link point at guest device dev.
@@ -80,17 +82,23 @@ func (a *Agent) linkDynamicDiskLocked(dev, cid string) error {
 	if err := a.prepareDynamicDisksDir(); err != nil {
 		return err
 	}
+	link := DynamicDiskLink(cid)
+	if dir := path.Dir(link); dir != dynamicDisksDir { // a lax CID "a/b": bosh-utils makes the directory
+		if err := a.root.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+	}
 	mode := vmroot.SymlinkAtomic
 	if a.cfg.Knobs.NonAtomicLinks {
 		mode = vmroot.SymlinkReplace
 	}
-	return a.root.Symlink(a.linkTarget(dev), DynamicDiskLink(cid), mode)
+	return a.root.Symlink(a.linkTarget(dev, link), link, mode)
 }
 
 // removeDynamicDisk removes whatever is at the disk's link, recursively
 // (upstream CleanupDynamicDisk: RemoveAll); an absent link is success.
 func (a *Agent) removeDynamicDisk(args []json.RawMessage) (any, error) {
-	cid, err := cidArg(MethodRemoveDynamicDisk, args)
+	cid, err := a.cidArg(MethodRemoveDynamicDisk, args)
 	if err != nil {
 		return nil, err
 	}

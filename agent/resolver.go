@@ -122,6 +122,10 @@ type ResolverConfig struct {
 	ISCSITimeout time.Duration
 	// Stopped, when set, ends polling early with ErrStopped.
 	Stopped *rt.Event
+	// LaxNames uses hint paths and transformed IDs as bosh-agent does,
+	// without refusing unclean paths or glob patterns (Knobs.LaxNames);
+	// look-ups stay inside the VM root either way.
+	LaxNames bool
 }
 
 // Resolver turns disk settings into the device path as the guest sees it
@@ -154,7 +158,7 @@ func NewResolver(cfg ResolverConfig) (Resolver, error) {
 	switch cfg.Type {
 	case ResolverVirtio, ResolverSCSI, ResolverISCSI, ResolverMapped:
 	default:
-		return identityResolver{}, nil
+		return identityResolver{lax: cfg.LaxNames}, nil
 	}
 	if cfg.Root == "" && cfg.FS == nil {
 		return nil, fmt.Errorf("agent: the %s device path resolver needs the VM root", cfg.Type)
@@ -237,14 +241,16 @@ func followExisting(fs *vmroot.Root, p string) (string, error) {
 }
 
 // identityResolver returns the hint's path as given (upstream's default).
-type identityResolver struct{}
+type identityResolver struct{ lax bool }
 
-func (identityResolver) Resolve(d DiskSettings) (string, error) {
+func (i identityResolver) Resolve(d DiskSettings) (string, error) {
 	if d.Path == "" {
 		return "", fmt.Errorf("agent: Getting real device path for disk %s: %w: path is missing", d.ID, ErrHintUnusable)
 	}
-	if err := CheckGuestPath("hint path", d.Path); err != nil {
-		return "", err
+	if !i.lax {
+		if err := CheckGuestPath("hint path", d.Path); err != nil {
+			return "", err
+		}
 	}
 	return d.Path, nil
 }
@@ -258,8 +264,10 @@ func (m mappedResolver) Resolve(d DiskSettings) (string, error) {
 	if d.Path == "" {
 		return "", fmt.Errorf("agent: Getting real device path for disk %s: %w: path is missing", d.ID, ErrHintUnusable)
 	}
-	if err := CheckGuestPath("hint path", d.Path); err != nil {
-		return "", err
+	if !m.p.cfg.LaxNames {
+		if err := CheckGuestPath("hint path", d.Path); err != nil {
+			return "", err
+		}
 	}
 	candidates := []string{d.Path}
 	if x, ok := strings.CutPrefix(d.Path, "/dev/sd"); ok {
@@ -315,8 +323,10 @@ func (v virtioResolver) byID(d DiskSettings) (string, error) {
 			pattern = v.transform.ReplaceAllString(d.ID, v.p.cfg.DiskIDTransformReplacement)
 		}
 	}
-	if err := CheckName("by-id glob", pattern); err != nil {
-		return "", err
+	if !v.p.cfg.LaxNames {
+		if err := CheckName("by-id glob", pattern); err != nil {
+			return "", err
+		}
 	}
 	glob := "/dev/disk/by-id/" + pattern
 	return v.p.withFS(func(fs *vmroot.Root) (string, error) {
@@ -498,7 +508,7 @@ type iscsiResolver struct{ p poller }
 
 func (i iscsiResolver) Resolve(d DiskSettings) (string, error) {
 	if d.Path != "" {
-		return identityResolver{}.Resolve(d)
+		return identityResolver{lax: i.p.cfg.LaxNames}.Resolve(d)
 	}
 	s := d.ISCSISettings
 	switch {

@@ -37,6 +37,18 @@ func CheckName(what, s string) error {
 	return nil
 }
 
+// checkLaxName is all Knobs.LaxNames asks of a CID: not empty, no NUL (no
+// path can hold one).
+func checkLaxName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", ErrUnsafe, what)
+	case strings.ContainsRune(s, 0):
+		return fmt.Errorf("%w: %s %q contains NUL", ErrUnsafe, what, s)
+	}
+	return nil
+}
+
 // checkGlobToken is CheckName plus no glob metacharacters, for hint values
 // that become part of a glob pattern.
 func checkGlobToken(what, s string) error {
