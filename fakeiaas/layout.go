@@ -96,7 +96,9 @@ func vmbusAddr(lun int) string { return strconv.Itoa(vmbusHost) + ":0:0:" + strc
 // sys/bus/scsi/devices/<addr> to them, sys/class/block/<dev> to the vmbus
 // one (the PCI one for the root disk), and, once, the vmbus device with its
 // device_id and each host's scan file. Link targets are relative, so they
-// lead to the same place inside the root for a process on the host.
+// lead to the same place inside the root for a process on the host; links
+// are replaced in place (the cloud holds its lock), leaving no temporary
+// directory in the guest's view.
 func layoutSCSI(r *vmroot.Root, dev string, lun int) error {
 	pci := pciHostDir + "/" + scsiAddr(lun)
 	vmbus := vmbusHostDir + "/" + vmbusAddr(lun)
@@ -134,7 +136,7 @@ func layoutSCSI(r *vmroot.Root, dev string, lun int) error {
 		links = append(links, struct{ target, link string }{"../../../" + inSys(vmbus), "/sys/bus/scsi/devices/" + vmbusAddr(lun)})
 	}
 	for _, l := range links {
-		if err := r.Symlink(l.target, l.link, vmroot.SymlinkAtomic); err != nil {
+		if err := r.Symlink(l.target, l.link, vmroot.SymlinkReplace); err != nil {
 			return err
 		}
 	}
@@ -237,7 +239,7 @@ func (c *Cloud) layoutAttach(vmCID, diskCID, dev string, lun int) error {
 		return err
 	}
 	for _, name := range []string{byIDName(diskCID), scsiByIDName(diskCID)} {
-		if err := r.Symlink("../../"+dev, "/dev/disk/by-id/"+name, vmroot.SymlinkAtomic); err != nil {
+		if err := r.Symlink("../../"+dev, "/dev/disk/by-id/"+name, vmroot.SymlinkReplace); err != nil {
 			return err
 		}
 	}

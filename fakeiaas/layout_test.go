@@ -160,3 +160,26 @@ func TestLayoutConfinedToRoot(t *testing.T) {
 		})
 	}
 }
+
+// The layout leaves nothing but what docs/seams.md lists: no temporary
+// directories beside the ones it fills.
+func TestLayoutLeavesNoTemporaries(t *testing.T) {
+	c := newCloud(t, nil)
+	vm := mustVM(t, c, mustStemcell(t, c, 2), nil)
+	d := mustDisk(t, c, 1)
+	if _, err := c.AttachDisk(bg, vm.CID, d.CID); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(c.VMRoot(vm.CID), func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if filepath.Ext(p) == ".tmp" {
+			t.Errorf("temporary left in the root: %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
