@@ -84,8 +84,9 @@ func stringArg(method string, args []json.RawMessage, i int, name string) (strin
 	return s, nil
 }
 
-// diskArgs decodes (disk_cid, hint) and turns them into checked settings.
-func diskArgs(method string, args []json.RawMessage) (DiskSettings, error) {
+// diskArgs decodes (disk_cid, hint) and turns them into checked settings
+// (only decoded under Knobs.LaxNames).
+func (a *Agent) diskArgs(method string, args []json.RawMessage) (DiskSettings, error) {
 	cid, err := stringArg(method, args, 0, "disk_cid")
 	if err != nil {
 		return DiskSettings{}, err
@@ -93,20 +94,29 @@ func diskArgs(method string, args []json.RawMessage) (DiskSettings, error) {
 	if len(args) < 2 {
 		return DiskSettings{}, fmt.Errorf("Action Failed %s: missing argument 2 (hint)", method)
 	}
-	ds, err := DecodeDiskSettings(cid, args[1])
+	decode := DecodeDiskSettings
+	if a.cfg.Knobs.LaxNames {
+		decode = decodeDiskSettingsLax
+	}
+	ds, err := decode(cid, args[1])
 	if err != nil {
 		return DiskSettings{}, fmt.Errorf("Action Failed %s: %w", method, err)
 	}
 	return ds, nil
 }
 
-// cidArg decodes a disk CID argument and checks it is a safe name.
-func cidArg(method string, args []json.RawMessage) (string, error) {
+// cidArg decodes a disk CID argument and checks it is a safe name (only
+// that it is not empty under Knobs.LaxNames).
+func (a *Agent) cidArg(method string, args []json.RawMessage) (string, error) {
 	cid, err := stringArg(method, args, 0, "disk_cid")
 	if err != nil {
 		return "", err
 	}
-	if err := CheckName("disk CID", cid); err != nil {
+	check := CheckName
+	if a.cfg.Knobs.LaxNames {
+		check = checkLaxName
+	}
+	if err := check("disk CID", cid); err != nil {
 		return "", fmt.Errorf("Action Failed %s: %w", method, err)
 	}
 	return cid, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -19,11 +20,16 @@ const (
 	diskB = "disk-bbbbbbbb-2222-4222-8222-222222222222"
 )
 
+// readLink returns the guest path the disk's link names: its target read
+// from the link's directory, as the guest reads a relative link.
 func readLink(t *testing.T, v *vmRoot, cid string) string {
 	t.Helper()
 	target, err := os.Readlink(filepath.Join(v.root, "var/vcap/data/dynamic_disks", cid))
 	if err != nil {
 		t.Fatalf("dynamic disk link for %s: %v", cid, err)
+	}
+	if !path.IsAbs(target) {
+		target = path.Join("/var/vcap/data/dynamic_disks", target)
 	}
 	return target
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cpilab/cpilab/mbus"
 	"github.com/cpilab/cpilab/rt"
+	"github.com/cpilab/cpilab/vmroot"
 )
 
 // Mode selects how the agent behaves, for reproducing races.
@@ -52,12 +53,24 @@ type Config struct {
 	// StemcellAPIVersion is the stemcell's api_version: ≥ 2 reads the
 	// metadata service first, else the registry only (default 1).
 	StemcellAPIVersion int
-	// DeviceResolver is identity (default), virtio, mapped or scsi.
+	// DeviceResolver is identity (the default, and what any unknown value
+	// means, as in bosh-agent), virtio, scsi, iscsi or mapped.
 	DeviceResolver string
-	// DeviceTimeout bounds device path resolution (default 30 s).
+	// DeviceTimeout, when set, bounds every polling resolver (mapped, scsi
+	// by id and by lun, iscsi) instead of upstream's 30 s and 50 s;
+	// virtio's by-id look-up keeps its 500 ms unless it is shorter.
 	DeviceTimeout time.Duration
-	// DevicePollInterval is the pause between device look-ups (default 100 ms).
+	// DevicePollInterval is the pause between device look-ups (default
+	// 100 ms). The scsi look-up by volume_id makes 30 tries 500 ms apart,
+	// or DeviceTimeout/30 apart when DeviceTimeout is set.
 	DevicePollInterval time.Duration
+	// DiskIDTransformPattern and DiskIDTransformReplacement rewrite a disk
+	// CID before virtio's by-id look-up (agent.json
+	// Platform.Linux.DiskIDTransform*; see ResolverConfig).
+	DiskIDTransformPattern, DiskIDTransformReplacement string
+	// Knobs restore bosh-agent's behaviour where cpilab deliberately
+	// differs (all false: cpilab's behaviour).
+	Knobs Knobs
 	// Fetcher gets settings over HTTP (default HTTPFetcher(nil)).
 	Fetcher Fetcher
 	// Transport is the mbus to listen on. When nil the agent connects to the
@@ -69,11 +82,35 @@ type Config struct {
 	Mode Mode
 }
 
+// Knobs are cpilab's deliberate differences from bosh-agent (@e94765a):
+// each field set restores upstream's behaviour. docs/upstream.md lists them.
+type Knobs struct {
+	// AbsoluteLinks makes a dynamic disk link point at the device's
+	// absolute guest path ("/dev/sdc"), as upstream's SetupDynamicDisk
+	// does. By default the target is relative to the link
+	// ("../../../../dev/sdc"), so that the link leads to the same device
+	// inside the root for a process on the host, and cannot be moved to
+	// lead elsewhere.
+	AbsoluteLinks bool
+	// NonAtomicLinks replaces an existing dynamic disk link by removing
+	// whatever is there (recursively) and then linking, as bosh-utils'
+	// Symlink does. By default the new link is renamed over the old one,
+	// so the name is never absent.
+	NonAtomicLinks bool
+	// LaxNames accepts disk CIDs and hint values as bosh-agent does: a CID
+	// is joined into the dynamic_disks path as given (so "a/b" or "../x"
+	// name other places, still inside the VM root), hint values may hold
+	// glob metacharacters and a hint path need not be clean or absolute. By
+	// default such names are refused (ErrUnsafe). Either way no file
+	// operation leaves the VM root (package vmroot refuses it).
+	LaxNames bool
+}
+
 // Agent is a running reference agent on one VM root.
 type Agent struct {
 	cfg      Config
 	r        rt.Runtime
-	root     rootFS
+	root     *vmroot.Root
 	resolver Resolver
 	agentID  string
 
@@ -132,32 +169,42 @@ func Start(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: VM root: %w", err)
 	}
 	cfg.Root = root
+	fsRoot, err := vmroot.Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("agent: VM root: %w", err)
+	}
+	a, err := start(cfg, fsRoot)
+	if err != nil {
+		_ = fsRoot.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func start(cfg Config, fsRoot *vmroot.Root) (*Agent, error) {
 	r := cfg.Runtime
 	a := &Agent{
 		cfg:     cfg,
 		r:       r,
-		root:    rootFS{dir: root},
+		root:    fsRoot,
 		stopped: rt.NewEvent(r),
 		running: rt.NewGroup(r),
 		diskMu:  r.NewMutex(),
 		mu:      r.NewMutex(),
 		tasks:   map[string]*task{},
 	}
-	a.resolver, err = NewResolver(ResolverConfig{
-		Type:         cfg.DeviceResolver,
-		Root:         root,
-		Runtime:      r,
-		Timeout:      cfg.DeviceTimeout,
-		PollInterval: cfg.DevicePollInterval,
-		Stopped:      a.stopped,
-	})
+	var err error
+	a.resolver, err = NewResolver(resolverConfig(cfg, fsRoot, a.stopped))
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"/var/vcap/bosh", dynamicDisksDir, storeDir} {
-		if err := os.MkdirAll(a.root.host(d), 0o755); err != nil {
+	for _, d := range []string{"/var/vcap/bosh", storeDir} {
+		if err := a.root.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("agent: preparing %s: %w", d, err)
 		}
+	}
+	if err := a.prepareDynamicDisksDir(); err != nil {
+		return nil, err
 	}
 	// No other goroutine knows a yet: the guarded fields are set directly.
 	a.settings, a.source, err = a.loadSettings()
@@ -215,6 +262,24 @@ func (a *Agent) Stop() {
 	if a.ownTransport {
 		_ = a.transport.Close()
 	}
+	_ = a.root.Close()
+}
+
+// resolverConfig maps the agent's config onto its resolver's.
+func resolverConfig(cfg Config, fsRoot *vmroot.Root, stopped *rt.Event) ResolverConfig {
+	rc := ResolverConfig{
+		Type: cfg.DeviceResolver, Root: cfg.Root, FS: fsRoot, Runtime: cfg.Runtime,
+		PollInterval:           cfg.DevicePollInterval,
+		LaxNames:               cfg.Knobs.LaxNames,
+		DiskIDTransformPattern: cfg.DiskIDTransformPattern, DiskIDTransformReplacement: cfg.DiskIDTransformReplacement,
+		Stopped: stopped,
+	}
+	if t := cfg.DeviceTimeout; t > 0 {
+		rc.Timeout, rc.SCSIIDTimeout, rc.SCSILunTimeout, rc.ISCSITimeout = t, t, t, t
+		rc.VirtioIDWait = min(t, DefaultVirtioIDTimeout)
+		rc.SCSIVolumeIDWait = max(t/DefaultSCSIVolumeIDRetries, time.Millisecond)
+	}
+	return rc
 }
 
 // AgentID is the agent's ID on the mbus.
@@ -237,16 +302,19 @@ func (a *Agent) SettingsSource() string {
 }
 
 // reloadSettingsLocked fetches the settings again, as upstream's mount_disk
-// does: in the v1 flow the CPI adds a persistent disk to the registry at
-// attach time. On failure the agent keeps what it has. diskMu is held.
-func (a *Agent) reloadSettingsLocked() {
+// and add_dynamic_disk do (LoadSettings): in the v1 flow the CPI adds a
+// persistent disk to the registry at attach time. A failed fetch falls back
+// to the cached settings.json; only when both fail is it an error, and the
+// agent keeps what it has. diskMu is held.
+func (a *Agent) reloadSettingsLocked() error {
 	s, src, err := a.loadSettings()
 	if err != nil {
-		return
+		return err
 	}
 	a.mu.Lock()
 	a.settings, a.source = s, src
 	a.mu.Unlock()
+	return nil
 }
 
 // handle answers one request. Requests without reply_to are dropped, as

@@ -72,17 +72,25 @@ func (d DiskSettings) check() error {
 	if err := CheckName("disk CID", d.ID); err != nil {
 		return err
 	}
-	if d.Path != "" {
-		if err := CheckGuestPath("hint path", d.Path); err != nil {
-			return err
-		}
-	}
 	fields := []struct{ name, v string }{
 		{"hint id", d.DeviceID}, {"hint lun", d.Lun}, {"hint host_device_id", d.HostDeviceID},
 	}
-	// A string hint's volume_id is its path; only a hash's volume_id is a
-	// SCSI target number.
-	if d.VolumeID != d.Path {
+	// A string hint ("/dev/sdc" or "3") is both path and volume_id: it must
+	// be a clean guest path or a SCSI target token. A hash's path must be a
+	// guest path and its volume_id a token.
+	switch {
+	case d.Path != "" && d.VolumeID == d.Path:
+		if err := CheckGuestPath("hint path", d.Path); err != nil {
+			if checkGlobToken("hint", d.Path) != nil {
+				return err
+			}
+		}
+	default:
+		if d.Path != "" {
+			if err := CheckGuestPath("hint path", d.Path); err != nil {
+				return err
+			}
+		}
 		fields = append(fields, struct{ name, v string }{"hint volume_id", d.VolumeID})
 	}
 	for _, f := range fields {
@@ -94,4 +102,32 @@ func (d DiskSettings) check() error {
 		}
 	}
 	return nil
+}
+
+// decodeDiskSettingsLax decodes as DecodeDiskSettings does but checks only
+// what bosh-agent checks (Knobs.LaxNames): a CID that is not empty, a hint
+// that says something.
+func decodeDiskSettingsLax(diskCID string, rawHint json.RawMessage) (DiskSettings, error) {
+	if err := checkLaxName("disk CID", diskCID); err != nil {
+		return DiskSettings{}, err
+	}
+	var h cpiv2.DiskHint
+	if err := json.Unmarshal(rawHint, &h); err != nil {
+		if !errors.Is(err, cpiv2.ErrBadDiskHint) {
+			err = fmt.Errorf("%w: %v", cpiv2.ErrBadDiskHint, err)
+		}
+		return DiskSettings{}, fmt.Errorf("agent: hint for disk %s: %w", diskCID, err)
+	}
+	if h.IsZero() {
+		return DiskSettings{}, fmt.Errorf("agent: hint for disk %s: %w: it says nothing", diskCID, cpiv2.ErrBadDiskHint)
+	}
+	return DiskSettingsFromHint(diskCID, h), nil
+}
+
+// checkSettings is DiskSettings.check unless Knobs.LaxNames.
+func (a *Agent) checkSettings(d DiskSettings) error {
+	if a.cfg.Knobs.LaxNames {
+		return checkLaxName("disk CID", d.ID)
+	}
+	return d.check()
 }

@@ -14,14 +14,22 @@
 // mount_disk, unmount_disk, list_disk, add_dynamic_disk,
 // remove_dynamic_disk and the cpilab extension dynamic_disk_usage. Any
 // other method answers "unknown message <m>", as does every dynamic disk
-// method in ModeOld. Mounts are only recorded (var/vcap/bosh/mounts.json);
-// a dynamic disk is a symlink var/vcap/data/dynamic_disks/<disk cid> to the
-// device as the guest sees it ("/dev/sdc").
+// method in ModeOld. Mounts are only recorded (var/vcap/bosh/mounts.json).
+// add_dynamic_disk reloads the settings, resolves the device and links
+// var/vcap/data/dynamic_disks/<disk cid> (a 0700 directory) to it, relative
+// to the link ("../../../../dev/sdc"); remove_dynamic_disk removes it.
 //
-// Device paths come from the identity, virtio, mapped or scsi resolver,
-// which poll the root on the injected runtime's clock. All waiting goes
-// through rt primitives, so an agent on mbus.Memory and the simulator's
-// runtime replays exactly.
+// Device paths come from the resolvers bosh-agent's platform/provider.go
+// builds (identity, virtio with its mapped fallback, scsi by id, volume_id
+// or lun and host_device_id, iscsi), with upstream's time-outs on the
+// injected runtime's clock. All waiting goes through rt primitives, so an
+// agent on mbus.Memory and the simulator's runtime replays exactly.
+//
+// Every file operation stays inside the VM root whatever has been done to
+// it over SFTP (package vmroot): the agent's own files are never reached
+// through a symlink, and device look-ups follow links as the guest would,
+// inside the root. Where cpilab deliberately differs from bosh-agent, a
+// field of Knobs restores upstream's behaviour; docs/upstream.md lists them.
 //
 //	a, err := agent.Start(agent.Config{
 //		Root:               "/data/vms/vm-1/root",

@@ -5,77 +5,107 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
+	"strings"
+
+	"github.com/cpilab/cpilab/vmroot"
 )
 
 // DynamicDiskLink is the in-guest path of a dynamic disk's symlink.
 func DynamicDiskLink(diskCID string) string { return path.Join(dynamicDisksDir, diskCID) }
 
-// addDynamicDisk resolves the device and links
-// /var/vcap/data/dynamic_disks/<cid> to its in-guest path. A link already
-// pointing there is left alone; one pointing elsewhere is replaced.
-func (a *Agent) addDynamicDisk(args []json.RawMessage) (any, error) {
-	ds, err := diskArgs(MethodAddDynamicDisk, args)
-	if err != nil {
-		return nil, err
-	}
-	dev, err := a.resolver.Resolve(ds)
-	if err != nil {
-		return nil, fmt.Errorf("Setting up dynamic disk %s: %w", ds.ID, err)
-	}
-	if err := CheckGuestPath("device path", dev); err != nil {
-		return nil, err
-	}
-	a.diskMu.Lock()
-	defer a.diskMu.Unlock()
-	if err := a.symlinkLocked(dev, DynamicDiskLink(ds.ID)); err != nil {
-		return nil, fmt.Errorf("Setting up dynamic disk %s: %w", ds.ID, err)
-	}
-	return map[string]string{}, nil
-}
+// dynamicDisksPerm is the dynamic_disks directory's mode, as upstream's
+// SetupDataDir makes it (persistentDiskPermissions; root:vcap is not
+// modelled).
+const dynamicDisksPerm = 0o700
 
-// symlinkLocked makes guest link point at guest target, atomically, doing
-// nothing if it already does (bosh-utils Symlink). The new link is made
-// under the same name in a sibling directory (<dir>.tmp) and renamed into
-// place: a name derived in link's own directory ("<cid>.new") could be
-// another disk's link, and could exceed NAME_MAX for a 255-byte CID.
-func (a *Agent) symlinkLocked(target, link string) error {
-	h := a.root.host(link)
-	if cur, err := os.Readlink(h); err == nil && cur == target {
-		return nil
+// prepareDynamicDisksDir makes var/vcap/data/dynamic_disks, mode 0700.
+func (a *Agent) prepareDynamicDisksDir() error {
+	if err := a.root.MkdirAll(path.Dir(dynamicDisksDir), 0o755); err != nil {
+		return fmt.Errorf("agent: preparing %s: %w", dynamicDisksDir, err)
 	}
-	if err := os.MkdirAll(a.root.host(path.Dir(link)), 0o755); err != nil {
-		return err
+	if err := a.root.MkdirAll(dynamicDisksDir, dynamicDisksPerm); err != nil {
+		return fmt.Errorf("agent: preparing %s: %w", dynamicDisksDir, err)
 	}
-	tmpDir := a.root.host(path.Dir(link) + ".tmp")
-	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
-		return err
-	}
-	tmp := filepath.Join(tmpDir, path.Base(link))
-	_ = os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, h); err != nil {
-		_ = os.Remove(tmp)
-		return err
+	if err := a.root.ChmodDir(dynamicDisksDir, dynamicDisksPerm); err != nil {
+		return fmt.Errorf("agent: preparing %s: %w", dynamicDisksDir, err)
 	}
 	return nil
 }
 
-// removeDynamicDisk deletes the disk's symlink; an absent link is success.
+// addDynamicDisk reloads the settings (upstream LoadSettings: a failed
+// fetch falls back to settings.json), resolves the device and links
+// /var/vcap/data/dynamic_disks/<cid> to it. A link already pointing there is
+// left alone; anything else at the name is replaced.
+func (a *Agent) addDynamicDisk(args []json.RawMessage) (any, error) {
+	ds, err := a.diskArgs(MethodAddDynamicDisk, args)
+	if err != nil {
+		return nil, err
+	}
+	a.diskMu.Lock()
+	err = a.reloadSettingsLocked()
+	a.diskMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("Refreshing the settings: %w", err)
+	}
+	dev, err := a.resolver.Resolve(ds)
+	if err != nil {
+		return nil, fmt.Errorf("Setting up dynamic disk: Getting dynamic disk real device path: %w", err)
+	}
+	if !a.cfg.Knobs.LaxNames {
+		if err := CheckGuestPath("device path", dev); err != nil {
+			return nil, err
+		}
+	}
+	a.diskMu.Lock()
+	defer a.diskMu.Unlock()
+	if err := a.linkDynamicDiskLocked(dev, ds.ID); err != nil {
+		return nil, fmt.Errorf("Setting up dynamic disk: Symlinking dynamic disk real device path: %w", err)
+	}
+	return map[string]string{}, nil
+}
+
+// linkTarget is what link, a dynamic disk's link, holds for guest device
+// dev: dev itself under Knobs.AbsoluteLinks, else dev relative to the
+// link's directory.
+func (a *Agent) linkTarget(dev, link string) string {
+	if a.cfg.Knobs.AbsoluteLinks {
+		return dev
+	}
+	up := strings.Repeat("../", strings.Count(path.Dir(link), "/"))
+	return up + strings.TrimPrefix(path.Clean("/"+dev), "/")
+}
+
+// linkDynamicDiskLocked makes the disk's link point at guest device dev.
+func (a *Agent) linkDynamicDiskLocked(dev, cid string) error {
+	if err := a.prepareDynamicDisksDir(); err != nil {
+		return err
+	}
+	link := DynamicDiskLink(cid)
+	if dir := path.Dir(link); dir != dynamicDisksDir { // a lax CID "a/b": bosh-utils makes the directory
+		if err := a.root.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	mode := vmroot.SymlinkAtomic
+	if a.cfg.Knobs.NonAtomicLinks {
+		mode = vmroot.SymlinkReplace
+	}
+	return a.root.Symlink(a.linkTarget(dev, link), link, mode)
+}
+
+// removeDynamicDisk removes whatever is at the disk's link, recursively
+// (upstream CleanupDynamicDisk: RemoveAll); an absent link is success.
 func (a *Agent) removeDynamicDisk(args []json.RawMessage) (any, error) {
-	cid, err := cidArg(MethodRemoveDynamicDisk, args)
+	cid, err := a.cidArg(MethodRemoveDynamicDisk, args)
 	if err != nil {
 		return nil, err
 	}
 	a.diskMu.Lock()
 	defer a.diskMu.Unlock()
-	if err := os.Remove(a.root.host(DynamicDiskLink(cid))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("Removing dynamic disk %s: %w", cid, err)
+	if err := a.root.RemoveAll(DynamicDiskLink(cid)); err != nil {
+		return nil, fmt.Errorf("Setting up dynamic disk: Removing dynamic disk symlink %s: %w", cid, err)
 	}
 	return map[string]string{}, nil
 }
@@ -85,7 +115,8 @@ func (a *Agent) removeDynamicDisk(args []json.RawMessage) (any, error) {
 type DiskUsage struct {
 	// DiskCID names the disk (the symlink's name).
 	DiskCID string `json:"disk_cid"`
-	// Device is the link's in-guest target.
+	// Device is the guest path the link names ("/dev/sdc"), read from the
+	// link's directory when its target is relative.
 	Device string `json:"device"`
 	// UsedBytes is the space allocated to the backing file (blocks × 512).
 	UsedBytes int64 `json:"used_bytes"`
@@ -100,7 +131,7 @@ type DiskUsage struct {
 func (a *Agent) DynamicDiskUsage() ([]DiskUsage, error) {
 	a.diskMu.Lock()
 	defer a.diskMu.Unlock()
-	entries, err := os.ReadDir(a.root.host(dynamicDisksDir))
+	entries, err := a.root.ReadDir(dynamicDisksDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("agent: reading %s: %w", dynamicDisksDir, err)
 	}
@@ -110,27 +141,31 @@ func (a *Agent) DynamicDiskUsage() ([]DiskUsage, error) {
 			continue
 		}
 		u := DiskUsage{DiskCID: e.Name()}
-		target, err := os.Readlink(a.root.host(DynamicDiskLink(e.Name())))
+		link := DynamicDiskLink(e.Name())
+		target, err := a.root.Readlink(link)
 		if err != nil {
 			u.Error = err.Error()
 			out = append(out, u)
 			continue
+		}
+		if !path.IsAbs(target) {
+			target = path.Join(dynamicDisksDir, target)
 		}
 		u.Device = target
-		if err := CheckGuestPath("link target", target); err != nil {
-			u.Error = err.Error()
-			out = append(out, u)
-			continue
-		}
-		real, err := a.root.resolve(target)
+		real, err := a.root.Resolve(link)
 		if err != nil {
 			u.Error = err.Error()
 			out = append(out, u)
 			continue
 		}
-		fi, err := os.Stat(a.root.host(real))
+		fi, err := a.root.Lstat(real)
 		if err != nil {
 			u.Error = err.Error()
+			out = append(out, u)
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			u.Error = fmt.Sprintf("%s is not a device", real)
 			out = append(out, u)
 			continue
 		}

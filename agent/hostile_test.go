@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,6 +57,30 @@ func TestHostileHints(t *testing.T) {
 		if !errors.Is(err, cpiv2.ErrBadDiskHint) {
 			t.Errorf("hint %s: %v, want cpiv2.ErrBadDiskHint", h, err)
 		}
+	}
+}
+
+// Under Knobs.LaxNames the agent takes the names upstream takes, and still
+// changes nothing outside the VM root.
+func TestLaxNamesStayInRoot(t *testing.T) {
+	c := newConfined(t, agent.Knobs{LaxNames: true})
+	before := c.outside(t)
+	for _, cid := range append(hostileCIDs[1:], "a*b", "disk-[0-9]") {
+		if strings.ContainsRune(cid, 0) {
+			continue
+		}
+		for _, m := range []string{"add_dynamic_disk", "add_persistent_disk", "mount_disk", "unmount_disk", "remove_persistent_disk", "remove_dynamic_disk"} {
+			_ = c.run(m, cid, map[string]string{"path": "/dev/../../../" + strings.TrimPrefix(c.sentinel, "/") + "/file"})
+		}
+	}
+	if err := c.run("add_dynamic_disk", "a/b", "/dev/sdc"); err != nil {
+		t.Errorf("a CID with a slash under LaxNames: %v", err)
+	}
+	if got, err := os.Readlink(filepath.Join(c.v.root, "var/vcap/data/dynamic_disks/a/b")); err != nil || got != "../../../../../dev/sdc" {
+		t.Errorf("link for CID a/b → %q, %v; want ../../../../../dev/sdc", got, err)
+	}
+	if after := c.outside(t); after != before {
+		t.Fatalf("outside the root changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
 
@@ -124,9 +149,11 @@ func FuzzHintDecoding(f *testing.F) {
 	v := newVMRoot(f, "vm-1")
 	v.attach(f, diskA, 'c', "sd", 1)
 	var resolvers []agent.Resolver
-	for _, typ := range []string{agent.ResolverIdentity, agent.ResolverMapped, agent.ResolverVirtio, agent.ResolverSCSI} {
+	for _, typ := range []string{agent.ResolverIdentity, agent.ResolverMapped, agent.ResolverVirtio, agent.ResolverSCSI, agent.ResolverISCSI} {
 		r, err := agent.NewResolver(agent.ResolverConfig{Type: typ, Root: v.root, Runtime: rt.Real(1),
-			Timeout: time.Microsecond, PollInterval: time.Microsecond, VirtioIDWait: time.Microsecond})
+			Timeout: time.Microsecond, PollInterval: time.Microsecond, VirtioIDWait: time.Microsecond,
+			SCSIIDTimeout: time.Microsecond, SCSILunTimeout: time.Microsecond, ISCSITimeout: time.Microsecond,
+			SCSIVolumeIDRetries: 1, SCSIVolumeIDWait: time.Microsecond})
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -144,7 +171,9 @@ func FuzzHintDecoding(f *testing.F) {
 			t.Fatalf("accepted unsafe CID %q", ds.ID)
 		}
 		if ds.Path != "" {
-			if err := agent.CheckGuestPath("path", ds.Path); err != nil {
+			// A string hint may be a SCSI target ("3") rather than a path:
+			// then it must be one safe name.
+			if err := agent.CheckGuestPath("path", ds.Path); err != nil && (ds.VolumeID != ds.Path || agent.CheckName("volume_id", ds.Path) != nil || strings.ContainsAny(ds.Path, "*?[]\\")) {
 				t.Fatalf("accepted unsafe path %q", ds.Path)
 			}
 		}

@@ -40,7 +40,7 @@ func (a *Agent) readMountsLocked() (map[string]Mount, error) {
 
 // addPersistentDisk saves the hint in persistent_disk_hints.json.
 func (a *Agent) addPersistentDisk(args []json.RawMessage) (any, error) {
-	ds, err := diskArgs(MethodAddPersistentDisk, args)
+	ds, err := a.diskArgs(MethodAddPersistentDisk, args)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (a *Agent) addPersistentDisk(args []json.RawMessage) (any, error) {
 
 // removePersistentDisk deletes the disk's hint.
 func (a *Agent) removePersistentDisk(args []json.RawMessage) (any, error) {
-	cid, err := cidArg(MethodRemovePersistentDisk, args)
+	cid, err := a.cidArg(MethodRemovePersistentDisk, args)
 	if err != nil {
 		return nil, err
 	}
@@ -86,27 +86,30 @@ func (a *Agent) persistentDiskLocked(cid string) (DiskSettings, error) {
 		return DiskSettings{}, err
 	}
 	if ds, ok := hints[cid]; ok {
-		return ds, ds.check()
+		return ds, a.checkSettings(ds)
 	}
 	if h, ok := a.Settings().Disks.Persistent[cid]; ok {
 		ds := DiskSettingsFromHint(cid, h)
-		return ds, ds.check()
+		return ds, a.checkSettings(ds)
 	}
 	return DiskSettings{}, fmt.Errorf("Persistent disk with volume id '%s' could not be found", cid)
 }
 
 // mountDisk resolves the disk's device and records it as mounted.
 func (a *Agent) mountDisk(args []json.RawMessage) (any, error) {
-	cid, err := cidArg(MethodMountDisk, args)
+	cid, err := a.cidArg(MethodMountDisk, args)
 	if err != nil {
 		return nil, err
 	}
 	a.diskMu.Lock()
-	a.reloadSettingsLocked()
+	if err := a.reloadSettingsLocked(); err != nil {
+		a.diskMu.Unlock()
+		return nil, fmt.Errorf("Refreshing the settings: %w", err)
+	}
 	ds, err := a.persistentDiskLocked(cid)
 	a.diskMu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("Reading persistent disk settings: %w", err)
 	}
 	// Resolve without the lock: polling may take the whole device time-out.
 	dev, err := a.resolver.Resolve(ds)
@@ -144,7 +147,7 @@ func (a *Agent) mountDisk(args []json.RawMessage) (any, error) {
 
 // unmountDisk removes the disk's mount record.
 func (a *Agent) unmountDisk(args []json.RawMessage) (any, error) {
-	cid, err := cidArg(MethodUnmountDisk, args)
+	cid, err := a.cidArg(MethodUnmountDisk, args)
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 )
 
@@ -20,8 +17,6 @@ const (
 	MaxNameLen = 255
 	// MaxPathLen is the longest in-guest path accepted (PATH_MAX).
 	MaxPathLen = 4096
-	// maxSymlinkHops bounds symlink chains when following links in the root.
-	maxSymlinkHops = 40
 )
 
 // CheckName returns an error wrapping ErrUnsafe unless s can be one path
@@ -38,6 +33,18 @@ func CheckName(what, s string) error {
 		return fmt.Errorf("%w: %s %q", ErrUnsafe, what, s)
 	case strings.ContainsAny(s, "/\x00"):
 		return fmt.Errorf("%w: %s %q contains '/' or NUL", ErrUnsafe, what, s)
+	}
+	return nil
+}
+
+// checkLaxName is all Knobs.LaxNames asks of a CID: not empty, no NUL (no
+// path can hold one).
+func checkLaxName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", ErrUnsafe, what)
+	case strings.ContainsRune(s, 0):
+		return fmt.Errorf("%w: %s %q contains NUL", ErrUnsafe, what, s)
 	}
 	return nil
 }
@@ -76,69 +83,4 @@ func CheckGuestPath(what, p string) error {
 		}
 	}
 	return nil
-}
-
-// rootFS maps in-guest paths onto a VM root directory on the host.
-type rootFS struct {
-	dir string // host path of the VM root
-}
-
-// host returns the host path of a guest path checked by CheckGuestPath.
-func (r rootFS) host(guest string) string {
-	return filepath.Join(r.dir, filepath.FromSlash(guest))
-}
-
-// resolve follows symlinks in guest path p as the guest would, never leaving
-// the root: ".." at the root stays at the root, absolute link targets are
-// guest paths. It returns the resolved guest path; when an element does not
-// exist the error wraps fs.ErrNotExist.
-func (r rootFS) resolve(p string) (string, error) {
-	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	cur := "/"
-	hops := 0
-	for len(rest) > 0 {
-		el := rest[0]
-		rest = rest[1:]
-		switch el {
-		case "", ".":
-			continue
-		case "..":
-			cur = path.Dir(cur)
-			continue
-		}
-		next := path.Join(cur, el)
-		fi, err := os.Lstat(r.host(next))
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return path.Join(append([]string{next}, rest...)...), fmt.Errorf("%s: %w", next, fs.ErrNotExist)
-			}
-			return "", fmt.Errorf("agent: resolving %s: %w", p, err)
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		hops++
-		if hops > maxSymlinkHops {
-			return "", fmt.Errorf("agent: resolving %s: too many levels of symbolic links", p)
-		}
-		target, err := os.Readlink(r.host(next))
-		if err != nil {
-			return "", fmt.Errorf("agent: resolving %s: %w", p, err)
-		}
-		if strings.ContainsRune(target, 0) {
-			return "", fmt.Errorf("%w: link %s has a NUL in its target", ErrUnsafe, next)
-		}
-		if strings.HasPrefix(target, "/") {
-			cur = "/"
-		}
-		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
-	}
-	return cur, nil
-}
-
-// exists reports whether guest path p exists after following links.
-func (r rootFS) exists(p string) bool {
-	_, err := r.resolve(p)
-	return err == nil
 }

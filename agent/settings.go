@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
+	"path"
 	"strings"
 	"time"
 
@@ -310,7 +310,7 @@ func (a *Agent) loadSettings() (Settings, string, error) {
 
 // readJSON decodes the guest file p into v; found is false if it is absent.
 func (a *Agent) readJSON(p string, v any) (found bool, err error) {
-	b, err := os.ReadFile(a.root.host(p))
+	b, err := a.root.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -323,24 +323,18 @@ func (a *Agent) readJSON(p string, v any) (found bool, err error) {
 	return true, nil
 }
 
-// writeJSON writes v to the guest file p atomically (temp file + rename).
+// writeJSON writes v to the guest file p atomically: a fresh p.tmp renamed
+// over p, never written through a link (vmroot.WriteFileAtomic).
 func (a *Agent) writeJSON(p string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("agent: encoding %s: %w", p, err)
 	}
-	h := a.root.host(p)
-	if err := os.MkdirAll(parentDir(h), 0o755); err != nil {
+	if err := a.root.MkdirAll(path.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("agent: writing %s: %w", p, err)
 	}
-	tmp := h + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("agent: writing %s: %w", p, err)
-	}
-	if err := os.Rename(tmp, h); err != nil {
+	if err := a.root.WriteFileAtomic(p, b, 0o600); err != nil {
 		return fmt.Errorf("agent: writing %s: %w", p, err)
 	}
 	return nil
 }
-
-func parentDir(p string) string { return filepath.Dir(p) }

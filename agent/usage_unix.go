@@ -5,11 +5,16 @@ package agent
 import (
 	"io/fs"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // allocatedBytes is the space a file really occupies: st_blocks × 512.
 func allocatedBytes(fi fs.FileInfo) int64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+	switch st := fi.Sys().(type) {
+	case *syscall.Stat_t:
+		return int64(st.Blocks) * 512
+	case *unix.Stat_t:
 		return int64(st.Blocks) * 512
 	}
 	return fi.Size()

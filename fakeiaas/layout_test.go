@@ -120,3 +120,66 @@ func TestBadDevicePrefixRefused(t *testing.T) {
 		}
 	}
 }
+
+// Every file operation fakeiaas makes in a VM root stays inside it: links
+// planted where its own directories belong (as an SFTP user or the guest
+// could plant them) make attach fail, never write or remove outside.
+func TestLayoutConfinedToRoot(t *testing.T) {
+	c := newCloud(t, nil)
+	sc := mustStemcell(t, c, 2)
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "keep"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, planted := range []string{"dev/disk/by-id", "sys/class/block", "sys/bus/scsi/devices", "dev", "sys"} {
+		t.Run(planted, func(t *testing.T) {
+			vm := mustVM(t, c, sc, nil)
+			d := mustDisk(t, c, 1)
+			root := c.VMRoot(vm.CID)
+			if err := os.RemoveAll(filepath.Join(root, planted)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(root, planted)); err != nil {
+				t.Fatal(err)
+			}
+			_, attachErr := c.AttachDisk(bg, vm.CID, d.CID)
+			if attachErr == nil {
+				_ = c.DetachDisk(bg, vm.CID, d.CID)
+			}
+			ents, err := os.ReadDir(outside)
+			if err != nil || len(ents) != 1 || ents[0].Name() != "keep" {
+				names := []string{}
+				for _, e := range ents {
+					names = append(names, e.Name())
+				}
+				t.Fatalf("attach with %s → outside (err %v) changed the outside directory: %v", planted, attachErr, names)
+			}
+			if attachErr == nil {
+				t.Errorf("attach with %s planted as a link out of the root succeeded", planted)
+			}
+		})
+	}
+}
+
+// The layout leaves nothing but what docs/seams.md lists: no temporary
+// directories beside the ones it fills.
+func TestLayoutLeavesNoTemporaries(t *testing.T) {
+	c := newCloud(t, nil)
+	vm := mustVM(t, c, mustStemcell(t, c, 2), nil)
+	d := mustDisk(t, c, 1)
+	if _, err := c.AttachDisk(bg, vm.CID, d.CID); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(c.VMRoot(vm.CID), func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if filepath.Ext(p) == ".tmp" {
+			t.Errorf("temporary left in the root: %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

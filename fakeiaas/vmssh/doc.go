@@ -27,10 +27,16 @@
 //     refused the same way.
 //   - Names with a NUL byte, components longer than MaxNameLen and paths
 //     longer than MaxPathLen are refused with ErrInvalidName.
+//   - A hard link to anything under dev/, and a rename of a device node or
+//     of dev/ itself, is refused with ErrDeviceNode: device nodes are hard
+//     links to the disks' backing files, and a second name (or one moved
+//     where detach does not look) would keep a detached disk readable.
 //
-// Resolution is done by the package; every file system call then goes
-// through an os.Root opened on the VM root, so a component swapped for a
-// symlink between resolution and use still cannot reach outside the root.
+// Resolution is done by the package, one component at a time relative to
+// the directory reached so far, so its cost is linear in the path's depth;
+// every file system call then goes through an os.Root opened on the VM
+// root, so a component swapped for a symlink between resolution and use
+// still cannot reach outside the root.
 // The github.com/pkg/sftp request server cleans paths lexically before the
 // jail sees them ("a/link/.." is "a"), which can only stay inside the root.
 //
@@ -52,7 +58,7 @@
 //	})
 //	if err != nil { … }
 //	defer c.Close()
-//	target, err := c.ReadLink("/var/vcap/data/dynamic_disks/" + diskCID) // "/dev/sdc"
+//	target, err := c.ReadLink("/var/vcap/data/dynamic_disks/" + diskCID) // "../../../../dev/sdc"
 //	fi, err := c.Stat("/var/vcap/data/dynamic_disks/" + diskCID)         // <root>/dev/sdc
 //
 // The server's goroutines are I/O-edge code: they use the wall clock (for

@@ -151,6 +151,11 @@ func (h *handlers) rename(r *sftp.Request, replace bool) error {
 	if err := h.j.checkMovedLinks("rename", src, dst); err != nil {
 		return err
 	}
+	if underDev(src) {
+		if fi, err := h.j.root.Lstat(src); err == nil && fi.Mode()&fs.ModeSymlink == 0 {
+			return deviceErr("rename", r.Filepath, "device nodes (and dev/ itself) cannot be moved: detach would miss them")
+		}
+	}
 	return h.j.root.Rename(src, dst)
 }
 
@@ -168,7 +173,8 @@ func (h *handlers) symlink(r *sftp.Request) error {
 }
 
 // link creates a hard link r.Target to r.Filepath. As link(2) on Linux, a
-// symlink in the last component of the old name is linked itself.
+// symlink in the last component of the old name is linked itself. Nothing
+// under dev/ can be linked (ErrDeviceNode).
 func (h *handlers) link(r *sftp.Request) error {
 	oldRel, err := h.j.resolve("link", r.Filepath, false)
 	if err != nil {
@@ -180,6 +186,9 @@ func (h *handlers) link(r *sftp.Request) error {
 	}
 	if err := h.j.checkMovedLinks("link", oldRel, newRel); err != nil {
 		return err
+	}
+	if underDev(oldRel) {
+		return deviceErr("link", r.Filepath, "hard links to device nodes are refused: one would keep the disk readable after detach")
 	}
 	return h.j.root.Link(oldRel, newRel)
 }

@@ -41,6 +41,22 @@ var ErrEscape = errors.New("vmssh: leaves the VM root")
 // error's text.
 var ErrInvalidName = errors.New("vmssh: invalid name")
 
+// ErrDeviceNode is the identity of errors for a hard link to anything
+// under dev/, or a rename of a device node or of dev/ itself: the fake
+// cloud's device nodes are hard links to the disks' backing files, and a
+// second name for one (or one moved where detach does not look) would keep
+// a detached disk readable and writable from the VM. SFTP clients see it as
+// permission denied.
+var ErrDeviceNode = errors.New("vmssh: device node")
+
+// underDev reports whether rel (relative to the root, symlink-free) is
+// dev/ or lies under it.
+func underDev(rel string) bool { return rel == "dev" || strings.HasPrefix(rel, "dev/") }
+
+func deviceErr(op, name, why string) error {
+	return fmt.Errorf("%w: %s %q: %s%w", ErrDeviceNode, op, name, why, wire(sftp.ErrSSHFxPermissionDenied))
+}
+
 // escapeErr builds an error that is ErrEscape for Go callers and
 // permission denied on the SFTP wire.
 func escapeErr(op, name, why string) error {
@@ -99,10 +115,20 @@ type jail struct {
 // climbs above it. The last component is expanded only when followLast is
 // set. Components that do not exist are kept as they are, so that the
 // caller's operation reports ENOENT or creates them.
+//
+// The walk keeps a descriptor of every directory on the current path and
+// looks each component up relative to its parent's, so its cost is linear
+// in the number of components walked (the path's and the link targets'),
+// not quadratic in the depth (see lookups).
 func (j *jail) resolve(op, p string, followLast bool) (string, error) {
 	if err := checkName(op, p); err != nil {
 		return "", err
 	}
+	w, err := j.newWalk()
+	if err != nil {
+		return "", err
+	}
+	defer w.close()
 	var cur []string
 	rest := splitPath(p)
 	hops := 0
@@ -112,16 +138,19 @@ func (j *jail) resolve(op, p string, followLast bool) (string, error) {
 		if c == ".." {
 			if len(cur) > 0 {
 				cur = cur[:len(cur)-1]
+				w.up(len(cur))
 			}
 			continue
 		}
-		next := joinRel(append(cur, c))
 		if len(rest) == 0 && !followLast {
 			cur = append(cur, c)
 			break
 		}
-		fi, err := j.root.Lstat(next)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		kind, target, err := w.lookup(len(cur), c)
+		if err != nil {
+			return "", &fs.PathError{Op: op, Path: p, Err: err}
+		}
+		if kind != kindSymlink {
 			cur = append(cur, c)
 			continue
 		}
@@ -129,12 +158,9 @@ func (j *jail) resolve(op, p string, followLast bool) (string, error) {
 		if hops > maxLinkHops {
 			return "", &fs.PathError{Op: op, Path: p, Err: syscall.ELOOP}
 		}
-		target, err := j.root.Readlink(next)
-		if err != nil {
-			return "", err
-		}
 		if path.IsAbs(target) {
 			cur = cur[:0]
+			w.up(0)
 		}
 		rest = append(splitPath(target), rest...)
 	}

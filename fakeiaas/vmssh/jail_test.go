@@ -145,3 +145,70 @@ func TestClimb(t *testing.T) {
 		}
 	}
 }
+
+// deepJail is a root holding d/d/…/d (depth levels) with a file at the
+// bottom and, at every level, a symlink "up" → "..".
+func deepJail(t testing.TB, depth int) (*jail, string) {
+	t.Helper()
+	root := t.TempDir()
+	p := strings.TrimSuffix(strings.Repeat("d/", depth), "/")
+	if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= depth; i++ {
+		if err := os.Symlink("..", filepath.Join(root, strings.Repeat("d/", i), "up")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, p, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return &jail{root: r}, "/" + p + "/f"
+}
+
+// countLookups resolves p and returns how many look-ups it made.
+func countLookups(t testing.TB, j *jail, p string) int64 {
+	t.Helper()
+	before := lookups.Load()
+	if _, err := j.resolve("stat", p, true); err != nil {
+		t.Fatalf("resolve %.40s…: %v", p, err)
+	}
+	return lookups.Load() - before
+}
+
+// Resolution cost grows linearly with depth: at most two look-ups per
+// component walked (the path's and the links' targets'), counted, not
+// timed. A stat at depth 835 once cost a second of CPU (quadratic).
+func TestResolveCostLinearInDepth(t *testing.T) {
+	for _, depth := range []int{10, 100, 835} {
+		j, p := deepJail(t, depth)
+		if n := countLookups(t, j, p); n > int64(2*(depth+1)) {
+			t.Errorf("depth %d: %d look-ups, want ≤ %d", depth, n, 2*(depth+1))
+		}
+		// Climbing back up through links (as many as a resolution may
+		// follow), then down again: still linear in what is walked.
+		links := min(depth, maxLinkHops)
+		up := strings.Repeat("d/", depth) + strings.Repeat("up/", links) + strings.Repeat("d/", links) + "f"
+		if len(up) < MaxPathLen {
+			if n, walked := countLookups(t, j, up), depth+3*links+1; n > int64(2*walked) {
+				t.Errorf("depth %d, %d links: %d look-ups, want ≤ %d", depth, links, n, 2*walked)
+			}
+		}
+	}
+}
+
+// BenchmarkResolveDepth: one resolution of a file 835 levels down.
+func BenchmarkResolveDepth(b *testing.B) {
+	j, p := deepJail(b, 835)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := j.resolve("stat", p, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -277,15 +277,36 @@ func TestRoundTrip(t *testing.T) {
 	if b, err := readAll(t, c, "/dev/disk/by-id/virtio-other"); err != nil || string(b) != "BYTES on the disk" {
 		t.Errorf("read through a new in-root symlink: %q, %v", b, err)
 	}
-	mustDo(t, c.Link("/dev/sdc", "/dev/sdd"))
-	if fi, err := os.Stat(filepath.Join(f.root, "dev/sdd")); err != nil || !os.SameFile(fi, mustStat(t, f.disk)) {
-		t.Errorf("hard link dev/sdd is not the disk backing file: %v", err)
+	// A second name for a device node would keep the disk readable after
+	// detach: hard links to anything under dev/ are refused, whatever path
+	// leads there, and device nodes cannot be moved.
+	for _, l := range [][2]string{{"/dev/sdc", "/dev/sdd"}, {"/dev/sdc", "/keep"}, {"/var/vcap/data/dynamic_disks/../../../../dev/sdc", "/keep"}} {
+		if err := c.Link(l[0], l[1]); !errors.Is(err, os.ErrPermission) {
+			t.Errorf("Link(%s, %s): %v, want permission denied", l[0], l[1], err)
+		}
 	}
-	mustDo(t, c.Chmod("/dev/sdd", 0o600))
-	if fi, err := c.Stat("/dev/sdd"); err != nil || fi.Mode().Perm() != 0o600 {
+	if err := c.PosixRename("/dev/sdc", "/keep"); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("PosixRename(/dev/sdc, /keep): %v, want permission denied", err)
+	}
+	if err := c.Rename("/dev", "/devices"); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("Rename(/dev, /devices): %v, want permission denied", err)
+	}
+	if _, err := os.Lstat(filepath.Join(f.root, "keep")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused link or rename left /keep: %v", err)
+	}
+	// Hard links between the user's own files work.
+	fh, err = c.Create("/var/vcap/store/a")
+	mustDo(t, err)
+	mustDo(t, fh.Close())
+	mustDo(t, c.Link("/var/vcap/store/a", "/var/vcap/store/b"))
+	if fi, err := os.Stat(filepath.Join(f.root, "var/vcap/store/b")); err != nil || !os.SameFile(fi, mustStat(t, filepath.Join(f.root, "var/vcap/store/a"))) {
+		t.Errorf("hard link of a user file: %v", err)
+	}
+	mustDo(t, c.Chmod("/dev/sdc", 0o600))
+	if fi, err := c.Stat("/dev/sdc"); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("Chmod: %v, %v", fi, err)
 	}
-	mustDo(t, c.Truncate("/dev/sdd", 3))
+	mustDo(t, c.Truncate("/dev/sdc", 3))
 	if b, err := os.ReadFile(f.disk); err != nil || string(b) != "BYT" {
 		t.Errorf("Truncate: %q, %v", b, err)
 	}
