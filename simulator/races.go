@@ -82,7 +82,7 @@ var Races = []Race{
 		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 3, Disks: 2, Mix: "provide=6,detach=3,delete=1"}}},
 	{Letter: "c", Title: "provide lands in a recreate's window (after detach, before delete_vm)",
 		Knob: func(k *director.Knobs) { k.VMLockPerCPICallOnly = true }, Invariants: []string{InvDeleteVMWithDisk},
-		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 3, Disks: 3, Mix: "provide=6,detach=1,recreate=3"}}},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 3, Disks: 3, Mix: "provide=6,recreate=4"}}},
 	{Letter: "d", Title: "recreate with an unresponsive agent deletes the VM with dynamic disks still attached",
 		Knob: func(k *director.Knobs) { k.RecreateUnresponsiveSkipsDetach = true }, Invariants: []string{InvDeleteVMWithDisk},
 		Search: SearchConfig{Faults: "agent-unresponsive=0.05:10s..2m", Workload: WorkloadConfig{Clients: 2, Disks: 3, Mix: "provide=6,recreate=3"}}},
