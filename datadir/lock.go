@@ -59,7 +59,8 @@ func (e *LockedError) Error() string {
 // Is matches ErrLocked.
 func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
-// A Lock is a held data dir lock.
+// A Lock is a held data dir lock. Keep it reachable until Release: a Lock
+// dropped unreleased is closed by the garbage collector, releasing it.
 type Lock struct {
 	dir string
 	f   *os.File

@@ -13,16 +13,22 @@ import (
 	"github.com/cpilab/cpilab/datadir"
 )
 
+var heldLock *datadir.Lock
+
 // The test binary doubles as the second process: DATADIR_TEST_HELPER=hold
 // takes the lock, prints "locked" and waits to be killed; =try tries once
 // and prints "locked" or "refused <pid>".
 func TestMain(m *testing.M) {
 	switch os.Getenv("DATADIR_TEST_HELPER") {
 	case "hold":
-		if _, err := datadir.Acquire(os.Getenv("DATADIR_TEST_DIR"), "lock test holder"); err != nil {
+		l, err := datadir.Acquire(os.Getenv("DATADIR_TEST_DIR"), "lock test holder")
+		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
+		// Keep the Lock reachable: its file would otherwise be closed by the
+		// garbage collector's finalizer, releasing the lock.
+		heldLock = l
 		fmt.Println("locked")
 		select {}
 	case "try":
