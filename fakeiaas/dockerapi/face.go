@@ -88,14 +88,14 @@ type Face struct {
 	// mu guards everything below. Engine calls are made with it held
 	// (the engine never calls back into the face).
 	mu         rt.Mutex
-	containers map[string]*ctr     // by name
-	volumes    map[string]*vol     // by name
-	images     map[string]*imageRec   // by reference ("repo:tag")
-	networks   map[string]*netw    // by name
-	execs      map[string]*execRec // by ID
-	execOrder  []string            // exec IDs, oldest first
-	removed    map[string]bool     // names of removed containers (for DefectUnboundOnRecreate)
-	seq        uint64              // for exec and network IDs
+	containers map[string]*ctr      // by name
+	volumes    map[string]*vol      // by name
+	images     map[string]*imageRec // by reference ("repo:tag")
+	networks   map[string]*netw     // by name
+	execs      map[string]*execRec  // by ID
+	execOrder  []string             // exec IDs, oldest first
+	removed    map[string]bool      // names of removed containers (for DefectUnboundOnRecreate)
+	seq        uint64               // for exec and network IDs
 }
 
 // ctr is a container: a fakeiaas VM plus the Docker-side configuration.
@@ -390,12 +390,11 @@ func (f *Face) Handler() http.Handler {
 			writeErr(w, errorf(http.StatusBadRequest, "client version %s is too old. Minimum supported API version is %s, please upgrade your client to a newer version", version, MinAPIVersion))
 			return
 		}
-		h, pattern := mux.Handler(r)
-		if pattern == "" {
+		if _, pattern := mux.Handler(r); pattern == "" {
 			writeErr(w, errorf(http.StatusNotFound, "page not found: cpilab's Docker face does not serve %s %s (docs/docker.md lists what it serves)", r.Method, r.URL.Path))
 			return
 		}
-		h.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r)
 	})
 }
 
