@@ -238,6 +238,9 @@ func (env *cloudEnv) lifecycle(t testing.TB) *report {
 	root, vmFake := env.root(vmCID)
 	r.check("create_vm.oracle", root != "" && env.hasVM(t, vmFake), "VM %s has no fakeiaas VM (%s) in the oracle", vmCID, vmFake)
 	settings, serr := env.settings(root)
+	if raw, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(settingsPath))); err == nil {
+		t.Logf("the settings the Docker CPI wrote to /%s: %s", settingsPath, raw)
+	}
 	r.check("create_vm.settings_in_root", serr == nil && settings.AgentID == "agent-docker-1" && settings.VM.Name == vmCID.String(),
 		"%s in the root of %s: %+v, %v", settingsPath, vmCID, settings, serr)
 	has, err := cpi.HasVM(ctx, vmCID)
