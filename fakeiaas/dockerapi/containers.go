@@ -162,7 +162,7 @@ func (f *Face) containerCreate(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	c := &ctr{Name: name, Config: req.Config, HostConfig: req.HostConfig, Endpoints: endpoints}
+	c := &ctr{Name: name, Config: req.Config, HostConfig: req.HostConfig, Endpoints: endpoints} // created, not running
 	if bindVolumes {
 		for _, b := range binds {
 			if b.Volume {
@@ -179,7 +179,7 @@ func (f *Face) containerCreate(w http.ResponseWriter, r *http.Request) error {
 	if agentID == "" {
 		agentID = "docker-container"
 	}
-	vm, err := f.cloud.CreateVM(ctx, fakeiaas.VMSpec{AgentID: agentID, StemcellCID: im.Stemcell, CloudProperties: props, Networks: nets})
+	vm, err := f.cloud.CreateVM(ctx, fakeiaas.VMSpec{AgentID: agentID, StemcellCID: im.Stemcell, CloudProperties: props, Networks: nets, NoBoot: true})
 	if err != nil {
 		return engineErr("create container "+name, err)
 	}
@@ -280,6 +280,9 @@ func (f *Face) containerInspect(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	status := container.StateExited
+	if !c.Started {
+		status = container.StateCreated
+	}
 	pid := 0
 	if c.Running {
 		status, pid = container.StateRunning, 1
@@ -319,8 +322,10 @@ func restArgs(a []string) []string {
 	return a[1:]
 }
 
-// containerStart serves POST /containers/{name}/start. fakeiaas booted the
-// VM at create; start marks the container running (304 when it was).
+// containerStart serves POST /containers/{name}/start: the VM boots
+// (fakeiaas reboot_vm: the boot hook runs, Boots counts it), its volumes
+// already bound. 304 when it is running. A container stopped or killed
+// and started again boots again.
 func (f *Face) containerStart(w http.ResponseWriter, r *http.Request) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -332,7 +337,10 @@ func (f *Face) containerStart(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	c.Running = true
+	if err := f.cloud.RebootVM(reqCtx(r, "container_start"), c.VM); err != nil {
+		return engineErr("start container "+c.Name, err)
+	}
+	c.Running, c.Started = true, true
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

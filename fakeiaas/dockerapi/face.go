@@ -103,7 +103,8 @@ type ctr struct {
 	Name       string
 	VM         cpiv2.VMCID
 	Created    string
-	Running    bool
+	Running    bool // started and not stopped or killed since
+	Started    bool // started at least once
 	Config     *container.Config
 	HostConfig *container.HostConfig
 	Endpoints  map[string]*network.EndpointSettings
@@ -216,7 +217,7 @@ func (f *Face) rebuild(ctx context.Context) error {
 			continue
 		}
 		cp := p[containerKey]
-		c := &ctr{Name: cp.Name, VM: v.CID, Created: v.Created.UTC().Format(timeLayout), Running: true,
+		c := &ctr{Name: cp.Name, VM: v.CID, Created: v.Created.UTC().Format(timeLayout), Running: v.Boots > 0, Started: v.Boots > 0,
 			Config: cp.Config, HostConfig: cp.HostConfig, Endpoints: cp.Endpoints, Bound: cp.Bound}
 		for _, b := range c.Bound {
 			if vl := f.volumes[b.Volume]; vl != nil {

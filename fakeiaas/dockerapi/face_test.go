@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -479,4 +480,71 @@ func TestRebuildAfterRestart(t *testing.T) {
 	env.c.wantError(http.StatusConflict, "DELETE", "/v1.44/volumes/vol-1", nil, "remove vol-1: volume is in use - ["+id+"]")
 	env.c.want(http.StatusNoContent, "DELETE", "/v1.44/containers/c-1?force=1", nil, nil)
 	env.c.want(http.StatusNoContent, "DELETE", "/v1.44/volumes/vol-1", nil, nil)
+}
+
+// bootRecorder is a fakeiaas.VMHooks that records, at each boot, whether
+// the VM's root already has a directory at want.
+type bootRecorder struct {
+	mu    sync.Mutex
+	want  string
+	boots []string // "<vm cid> <bound|unbound>"
+}
+
+func (b *bootRecorder) Boot(bi fakeiaas.BootInfo) error {
+	state := "unbound"
+	if fi, err := os.Stat(filepath.Join(bi.Root, b.want)); err == nil && fi.IsDir() {
+		state = "bound"
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.boots = append(b.boots, bi.VMCID+" "+state)
+	return nil
+}
+
+func (b *bootRecorder) Halt(string) {}
+
+// TestVMBootsAtStartWithVolumesBound: a container's VM boots when the
+// container starts (not at create), once its volumes are in the root, so
+// an agent never writes under a mount point before the volume is there.
+func TestVMBootsAtStartWithVolumesBound(t *testing.T) {
+	dir := t.TempDir()
+	hooks := &bootRecorder{want: "var/vcap/data"}
+	cloud, err := fakeiaas.New(fakeiaas.Config{DataDir: dir, Store: "memory", Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cloud.Close()
+	face, err := dockerapi.New(dockerapi.Config{Cloud: cloud})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := dockerapi.Serve(face, filepath.Join(dir, "d.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	env := &faceEnv{dir: dir, cloud: cloud, face: face, c: &dockerClient{tb: t, sock: srv.Path(), http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", srv.Path())
+		}}}}}
+	env.importImage(t, "img:1")
+	env.c.want(http.StatusCreated, "POST", "/v1.44/containers/create?name=c-1", map[string]any{
+		"Image": "img:1", "HostConfig": map[string]any{"Binds": []string{"vol-eph-c-1:/var/vcap/data/"}}}, nil)
+	vm, _ := face.ContainerVM("c-1")
+	var insp container.InspectResponse
+	env.c.want(http.StatusOK, "GET", "/v1.44/containers/c-1/json", nil, &insp)
+	if insp.State.Status != container.StateCreated || insp.State.Running {
+		t.Errorf("a created container: state %+v, want created", insp.State)
+	}
+	if st := env.state(t); len(hooks.boots) != 0 || st.VMs[0].Boots != 0 {
+		t.Fatalf("booted at create: hooks %v, Boots %d", hooks.boots, st.VMs[0].Boots)
+	}
+	env.c.want(http.StatusNoContent, "POST", "/v1.44/containers/c-1/start", nil, nil)
+	env.c.want(http.StatusNotModified, "POST", "/v1.44/containers/c-1/start", nil, nil)
+	if want := []string{vm.String() + " bound"}; !slices.Equal(hooks.boots, want) {
+		t.Errorf("boots %v, want %v", hooks.boots, want)
+	}
+	if st := env.state(t); st.VMs[0].Boots != 1 {
+		t.Errorf("Boots %d after start, want 1", st.VMs[0].Boots)
+	}
 }

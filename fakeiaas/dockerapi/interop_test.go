@@ -266,8 +266,8 @@ func (env *cloudEnv) lifecycle(t testing.TB) *report {
 	mount := "/warden-cpi-dev/" + diskCID.String()
 	r.check("attach_disk.hint", hint.Path == mount, "hint %+v, want path %s", hint, mount)
 	newRoot, newVM := env.root(vmCID)
-	r.check("attach_disk.vm_restarted", newVM != vmFake && env.hasVM(t, newVM) && !env.hasVM(t, vmFake),
-		"the container %s was not recreated: fakeiaas VM %s before, %s after", vmCID, vmFake, newVM)
+	r.check("attach_disk.vm_restarted", newVM != vmFake && env.vm(t, newVM) != nil && env.vm(t, newVM).Boots == 1 && env.vm(t, vmFake) == nil,
+		"the container %s was not recreated and started: fakeiaas VM %s before, %s (%+v) after", vmCID, vmFake, newVM, env.vm(t, newVM))
 	d := env.disk(t, diskFake)
 	r.check("attach_disk.oracle", d != nil && d.VMCID == newVM, "disk %s (%s) attached to %v, want %s", diskCID, diskFake, d, newVM)
 	fi, err := os.Stat(filepath.Join(newRoot, filepath.FromSlash(mount)))
@@ -343,6 +343,15 @@ func (env *cloudEnv) root(vm cpiv2.VMCID) (string, cpiv2.VMCID) {
 
 func (env *cloudEnv) hasVM(tb testing.TB, cid cpiv2.VMCID) bool {
 	return !cid.IsZero() && slices.ContainsFunc(env.state(tb).VMs, func(v fakeiaas.VM) bool { return v.CID == cid })
+}
+
+func (env *cloudEnv) vm(tb testing.TB, cid cpiv2.VMCID) *fakeiaas.VM {
+	for _, v := range env.state(tb).VMs {
+		if v.CID == cid {
+			return &v
+		}
+	}
+	return nil
 }
 
 func (env *cloudEnv) disk(tb testing.TB, cid cpiv2.DiskCID) *fakeiaas.Disk {
