@@ -396,6 +396,15 @@ func (f *Face) containerRemove(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if err := f.cloud.DeleteVM(reqCtx(r, "container_remove"), c.VM); err != nil && !errors.Is(err, cpiv2.ErrVMNotFound) {
+		// The container stays: its volumes go back to their mount points.
+		root := f.cloud.VMRoot(c.VM)
+		for _, b := range c.Bound {
+			if v := f.volumes[b.Volume]; v != nil {
+				if merr := moveIntoRoot(root, b.Target, f.volumeDir(v.Disk)); merr == nil {
+					v.BoundTo = c.Name
+				}
+			}
+		}
 		return engineErr("remove container "+c.Name, err)
 	}
 	delete(f.containers, c.Name)

@@ -548,3 +548,56 @@ func TestVMBootsAtStartWithVolumesBound(t *testing.T) {
 		t.Errorf("Boots %d after start, want 1", st.VMs[0].Boots)
 	}
 }
+
+// TestFaultsAndHistory: fakeiaas's fault rules fire on the engine
+// operations the face makes, answered with Docker's status codes and the
+// face's state left whole; the history names each Docker call.
+func TestFaultsAndHistory(t *testing.T) {
+	env := newFaceEnv(t, "memory")
+	ctx := context.Background()
+	env.importImage(t, "img:1")
+	add := func(line string) {
+		t.Helper()
+		r, err := fakeiaas.ParseRule(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.cloud.AddFault(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(`op=attach_disk times=1 effect=error type=CloudError message="disk bay jammed"`)
+	code, out := env.c.do("POST", "/v1.44/containers/create?name=c-1", map[string]any{"Image": "img:1",
+		"HostConfig": map[string]any{"Binds": []string{"vol-1:/warden-cpi-dev/vol-1"}}})
+	var e struct{ Message string }
+	if err := json.Unmarshal(out, &e); err != nil || code != http.StatusInternalServerError || !strings.Contains(e.Message, "disk bay jammed") {
+		t.Fatalf("create with a failing attach: %d %s", code, out)
+	}
+	env.c.wantError(http.StatusNotFound, "GET", "/v1.44/containers/c-1/json", nil, "No such container: c-1")
+	if st := env.state(t); len(st.VMs) != 0 || len(st.Disks) != 1 || !st.Disks[0].VMCID.IsZero() {
+		t.Fatalf("after a failed create: VMs %+v disks %+v; want none and one detached volume", st.VMs, st.Disks)
+	}
+	// The same create now works; a rate limit on delete_vm is a 429 and
+	// leaves the container and its bound volume in place.
+	env.createContainer(t, "c-1", "img:1", "vol-1:/warden-cpi-dev/vol-1")
+	vm, _ := env.face.ContainerVM("c-1")
+	add(`op=delete_vm times=1 effect=rate_limit`)
+	if code, out := env.c.do("DELETE", "/v1.44/containers/c-1?force=1", nil); code != http.StatusTooManyRequests {
+		t.Fatalf("remove under a rate limit: %d %s", code, out)
+	}
+	if fi, err := os.Stat(filepath.Join(env.cloud.VMRoot(vm), "warden-cpi-dev/vol-1")); err != nil || !fi.IsDir() {
+		t.Fatalf("the volume left its mount point after a failed remove: %v", err)
+	}
+	env.c.want(http.StatusNoContent, "DELETE", "/v1.44/containers/c-1?force=1", nil, nil)
+	h, err := env.cloud.History(ctx, fakeiaas.HistoryFilter{RequestID: "docker:container_remove"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, e := range h {
+		results = append(results, string(e.Op)+" "+e.Result)
+	}
+	if want := []string{"delete_vm Bosh::Clouds::CloudError", "delete_vm ok"}; !slices.Equal(results, want) {
+		t.Errorf("history of docker:container_remove: %v", results)
+	}
+}
