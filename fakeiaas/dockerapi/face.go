@@ -39,6 +39,9 @@ const (
 	DefaultMaxExecInput = 16 << 20
 	// DefaultMaxImageBytes bounds an image import body, in bytes.
 	DefaultMaxImageBytes = 256 << 20
+	// MaxNetworks bounds how many networks the face holds (they live in
+	// its memory only).
+	MaxNetworks = 1024
 	// MaxExecs bounds how many finished exec instances the face remembers
 	// (for exec inspect); the oldest finished ones are forgotten first.
 	MaxExecs = 1024

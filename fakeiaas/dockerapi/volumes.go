@@ -151,6 +151,9 @@ func (f *Face) networkCreate(w http.ResponseWriter, r *http.Request) error {
 	if f.networks[req.Name] != nil {
 		return errorf(http.StatusConflict, "network with name %s already exists", req.Name)
 	}
+	if len(f.networks) >= MaxNetworks {
+		return errorf(http.StatusBadRequest, "create network %s: the face holds %d networks, its limit (dockerapi.MaxNetworks)", req.Name, MaxNetworks)
+	}
 	n := &netw{ID: netID(req.Name), Name: req.Name, Driver: req.Driver}
 	if n.Driver == "" {
 		n.Driver = "bridge"
