@@ -601,3 +601,47 @@ func TestFaultsAndHistory(t *testing.T) {
 		t.Errorf("history of docker:container_remove: %v", results)
 	}
 }
+
+func TestNetworksAndImages(t *testing.T) {
+	env := newFaceEnv(t, "memory")
+	c := env.c
+	var n struct{ ID string }
+	c.want(http.StatusCreated, "POST", "/v1.44/networks/create", map[string]any{"Name": "net-a", "Driver": "bridge",
+		"IPAM": map[string]any{"Driver": "default", "Config": []map[string]string{{"Subnet": "10.244.0.0/24"}}}}, &n)
+	if len(n.ID) != 64 {
+		t.Errorf("network id %q", n.ID)
+	}
+	// The Docker CPI creates the network on every create_vm and relies on
+	// "already exists" (vm/networks.go).
+	c.wantError(http.StatusConflict, "POST", "/v1.44/networks/create", map[string]any{"Name": "net-a"}, "network with name net-a already exists")
+	_, out := c.do("POST", "/v1.44/networks/create", map[string]any{"Name": "net-b",
+		"IPAM": map[string]any{"Config": []map[string]string{{"Subnet": "10.244.0.0/24"}}}})
+	if !strings.Contains(string(out), "conflicts with network "+n.ID+" (br-"+n.ID[:12]+"): networks have overlapping IPv4") {
+		t.Errorf("an overlapping subnet: %s", out)
+	}
+	env.importImage(t, "img:1")
+	var created container.CreateResponse
+	c.want(http.StatusCreated, "POST", "/v1.44/containers/create?name=c-1", map[string]any{"Image": "img:1",
+		"NetworkingConfig": map[string]any{"EndpointsConfig": map[string]any{"net-a": map[string]any{"IPAMConfig": map[string]string{"IPv4Address": "10.244.0.5"}}}}}, &created)
+	c.wantError(http.StatusNotFound, "POST", "/v1.44/containers/create?name=c-2", map[string]any{"Image": "img:1",
+		"NetworkingConfig": map[string]any{"EndpointsConfig": map[string]any{"net-z": map[string]any{}}}}, "network net-z not found")
+	c.want(http.StatusOK, "POST", "/v1.44/networks/bridge/connect", map[string]any{"Container": "c-1"}, nil)
+	var insp container.InspectResponse
+	c.want(http.StatusOK, "GET", "/v1.44/containers/c-1/json", nil, &insp)
+	if ep := insp.NetworkSettings.Networks["net-a"]; ep == nil || ep.IPAMConfig == nil || ep.IPAMConfig.IPv4Address.String() != "10.244.0.5" || insp.NetworkSettings.Networks["bridge"] == nil {
+		t.Errorf("networks of c-1: %+v", insp.NetworkSettings.Networks)
+	}
+	// Images: inspect, and a remove refused while a container uses it.
+	var img struct {
+		ID       string `json:"Id"`
+		RepoTags []string
+	}
+	c.want(http.StatusOK, "GET", "/v1.44/images/img:1/json", nil, &img)
+	if sc, _ := env.face.ImageStemcell("img:1"); img.ID != sc.String() || !slices.Equal(img.RepoTags, []string{"img:1"}) {
+		t.Errorf("image inspect: %+v", img)
+	}
+	c.wantError(http.StatusConflict, "DELETE", "/v1.44/images/img:1", nil,
+		`conflict: unable to remove repository reference "img:1" (must force) - container `+created.ID+` is using its referenced image `+img.ID)
+	c.want(http.StatusOK, "DELETE", "/v1.44/images/img:1?force=1", nil, nil)
+	c.wantError(http.StatusNotFound, "GET", "/v1.44/images/img:1/json", nil, "No such image: img:1")
+}
