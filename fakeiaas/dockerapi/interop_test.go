@@ -208,6 +208,14 @@ var expectedFindings = map[string]string{
 	// CloudError: delete_disk of a missing disk is neither a success nor
 	// DiskNotFound, so the Director's orphan clean-up breaks on it.
 	"delete_disk.missing_tolerated": "disk/volume.go:30",
+	// cpi/reboot_vm.go:14 `return nil`: reboot_vm succeeds and does nothing.
+	"reboot_vm.reboots": "cpi/reboot_vm.go:14",
+	// cpi/disks.go:18 `return nil`: resize_disk succeeds and leaves the
+	// size as it was, where it must resize or raise NotSupported (the
+	// Director then copies the disk).
+	"resize_disk.resizes_or_not_supported": "cpi/disks.go:18",
+	// cpi/snapshots.go:14 returns an empty snapshot CID and no error.
+	"snapshot_disk.snapshots_or_not_implemented": "cpi/snapshots.go:14",
 }
 
 // lifecycle runs info … delete_stemcell with the real CPI and checks
@@ -267,9 +275,9 @@ func (env *cloudEnv) lifecycle(t testing.TB) *report {
 	r.check("attach_disk.hint", hint.Path == mount, "hint %+v, want path %s", hint, mount)
 	newRoot, newVM := env.root(vmCID)
 	r.check("attach_disk.vm_restarted", newVM != vmFake && env.vm(t, newVM) != nil && env.vm(t, newVM).Boots == 1 && env.vm(t, vmFake) == nil,
-		"the container %s was not recreated and started: fakeiaas VM %s before, %s (%+v) after", vmCID, vmFake, newVM, env.vm(t, newVM))
+		"the container %s was not recreated and started: fakeiaas VM %s before, %s (boots %d) after", vmCID, vmFake, newVM, boots(env.vm(t, newVM)))
 	d := env.disk(t, diskFake)
-	r.check("attach_disk.oracle", d != nil && d.VMCID == newVM, "disk %s (%s) attached to %v, want %s", diskCID, diskFake, d, newVM)
+	r.check("attach_disk.oracle", d != nil && d.VMCID == newVM, "disk %s: %s, want attached to %s", diskCID, diskState(d), newVM)
 	fi, err := os.Stat(filepath.Join(newRoot, filepath.FromSlash(mount)))
 	r.check("attach_disk.bound", err == nil && fi.IsDir(), "%s in the root of %s: %v", mount, vmCID, err)
 	settings, serr = env.settings(newRoot)
@@ -289,7 +297,7 @@ func (env *cloudEnv) lifecycle(t testing.TB) *report {
 	}
 	detRoot, detVM := env.root(vmCID)
 	d = env.disk(t, diskFake)
-	r.check("detach_disk.oracle", d != nil && d.VMCID.IsZero() && env.hasVM(t, detVM), "disk %s after detach: %+v (VM %s)", diskCID, d, detVM)
+	r.check("detach_disk.oracle", d != nil && d.VMCID.IsZero() && env.hasVM(t, detVM), "disk %s after detach: %s (VM %s)", diskCID, diskState(d), detVM)
 	_, err = os.Stat(filepath.Join(detRoot, filepath.FromSlash(mount)))
 	r.check("detach_disk.unbound", errors.Is(err, os.ErrNotExist), "%s still in the root after detach: %v", mount, err)
 	settings, serr = env.settings(detRoot)
@@ -300,6 +308,37 @@ func (env *cloudEnv) lifecycle(t testing.TB) *report {
 	vol := filepath.Join(env.cloud.DataDir(), "docker", "volumes", diskFake.String(), "data")
 	b, err := os.ReadFile(vol)
 	r.check("detach_disk.data_kept", err == nil && string(b) == "persistent", "the volume's file after detach: %q, %v", b, err)
+
+	// The disk's files move to another VM.
+	res2, err := cpi.CreateVM(ctx, cpiv2.CreateVMArgs{AgentID: "agent-docker-2", StemcellCID: scCID, Networks: manualNetworks(t)})
+	if r.check("create_vm.second", err == nil, "second create_vm: %v", err) {
+		_, err = cpi.AttachDisk(ctx, res2.VMCID, diskCID)
+		root2, vm2 := env.root(res2.VMCID)
+		b, rerr := os.ReadFile(filepath.Join(root2, filepath.FromSlash(mount), "data"))
+		d = env.disk(t, diskFake)
+		r.check("attach_disk.data_moves", err == nil && rerr == nil && string(b) == "persistent" && d != nil && d.VMCID == vm2,
+			"attach to a second VM: %v; the file written on the first: %q, %v; disk %s", err, b, rerr, diskState(d))
+		err = cpi.DetachDisk(ctx, res2.VMCID, diskCID)
+		r.check("detach_disk.second", err == nil, "detach from the second VM: %v", err)
+		err = cpi.DeleteVM(ctx, res2.VMCID)
+		r.check("delete_vm.second", err == nil, "delete the second VM: %v", err)
+	}
+
+	// Methods the CPI answers without doing anything.
+	_, vmNow := env.root(vmCID)
+	bootsBefore := env.vm(t, vmNow).Boots
+	err = cpi.RebootVM(ctx, vmCID)
+	_, vmAfter := env.root(vmCID)
+	after := env.vm(t, vmAfter)
+	r.check("reboot_vm.reboots", err == nil && after != nil && (vmAfter != vmNow || after.Boots > bootsBefore),
+		"reboot_vm(%s): %v; the VM behind it was %s (boots %d), is %s (boots %d)", vmCID, err, vmNow, bootsBefore, vmAfter, boots(after))
+	err = cpi.ResizeDisk(ctx, diskCID, 2048)
+	d = env.disk(t, diskFake)
+	r.check("resize_disk.resizes_or_not_supported", errors.Is(err, cpiv2.ErrNotSupported) || err == nil && d != nil && d.SizeMiB == 2048,
+		"resize_disk(%s, 2048): %v; the disk in the oracle: %s", diskCID, err, diskState(d))
+	snap, err := cpi.SnapshotDisk(ctx, diskCID, nil)
+	r.check("snapshot_disk.snapshots_or_not_implemented", errors.Is(err, cpiv2.ErrNotImplemented) || errors.Is(err, cpiv2.ErrNotSupported) || err == nil && !snap.IsZero(),
+		"snapshot_disk(%s): %q, %v", diskCID, snap, err)
 
 	err = cpi.DeleteDisk(ctx, diskCID)
 	r.check("delete_disk", err == nil, "delete_disk: %v", err)
@@ -343,6 +382,20 @@ func (env *cloudEnv) root(vm cpiv2.VMCID) (string, cpiv2.VMCID) {
 
 func (env *cloudEnv) hasVM(tb testing.TB, cid cpiv2.VMCID) bool {
 	return !cid.IsZero() && slices.ContainsFunc(env.state(tb).VMs, func(v fakeiaas.VM) bool { return v.CID == cid })
+}
+
+func boots(v *fakeiaas.VM) int {
+	if v == nil {
+		return -1
+	}
+	return v.Boots
+}
+
+func diskState(d *fakeiaas.Disk) string {
+	if d == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%s size %d MiB attached to %q", d.CID, d.SizeMiB, d.VMCID)
 }
 
 func (env *cloudEnv) vm(tb testing.TB, cid cpiv2.VMCID) *fakeiaas.VM {
