@@ -14,6 +14,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/api/types/common"
 	"github.com/moby/moby/api/types/container"
@@ -196,6 +197,8 @@ func (f *Face) execStart(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusInternalServerError, "exec %s: cannot hijack the connection: %v", e.ID, err)
 	}
 	defer conn.Close()
+	// I/O edge: the stream's deadline is wall-clock time.
+	_ = conn.SetDeadline(time.Now().Add(f.cfg.ExecTimeout))
 	if upgrade {
 		fmt.Fprint(brw, "HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.multiplexed-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
 	} else {

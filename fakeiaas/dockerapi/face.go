@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/api/types/common"
 	"github.com/moby/moby/api/types/container"
@@ -37,6 +38,9 @@ const (
 	// DefaultMaxExecInput bounds the stdin one exec reads (the tar the
 	// Docker CPI streams to write agent settings), in bytes.
 	DefaultMaxExecInput = 16 << 20
+	// DefaultExecTimeout bounds one hijacked exec stream (reading stdin,
+	// running, writing output), as the Docker CPI bounds its own side.
+	DefaultExecTimeout = 5 * time.Minute
 	// DefaultMaxImageBytes bounds an image import body, in bytes.
 	DefaultMaxImageBytes = 256 << 20
 	// MaxNetworks bounds how many networks the face holds (they live in
@@ -78,6 +82,9 @@ type Config struct {
 	// MaxImageBytes bounds an image import body, in bytes (default
 	// DefaultMaxImageBytes).
 	MaxImageBytes int64
+	// ExecTimeout bounds a hijacked exec stream, wall clock (default
+	// DefaultExecTimeout): a client that never closes stdin is cut off.
+	ExecTimeout time.Duration
 	// Defect, when set, breaks the face on purpose (tests only).
 	Defect Defect
 }
@@ -179,6 +186,9 @@ func New(cfg Config) (*Face, error) {
 	}
 	if cfg.MaxImageBytes <= 0 {
 		cfg.MaxImageBytes = DefaultMaxImageBytes
+	}
+	if cfg.ExecTimeout <= 0 {
+		cfg.ExecTimeout = DefaultExecTimeout
 	}
 	f := &Face{
 		cfg: cfg, cloud: cfg.Cloud, mu: cfg.Runtime.NewMutex(),

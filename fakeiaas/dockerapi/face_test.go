@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -43,23 +44,36 @@ type faceEnv struct {
 
 func newFaceEnv(tb testing.TB, store string) *faceEnv {
 	tb.Helper()
+	return newFaceEnvWith(tb, fakeiaas.Config{Store: store}, dockerapi.Config{})
+}
+
+// newFaceEnvWith starts a cloud (its DataDir set here) and a face (its
+// Cloud set here) on a socket in a fresh directory.
+func newFaceEnvWith(tb testing.TB, ccfg fakeiaas.Config, fcfg dockerapi.Config) *faceEnv {
+	tb.Helper()
 	dir, err := os.MkdirTemp("", "cpilab-face-")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
 	env := &faceEnv{dir: dir}
-	env.start(tb, store)
+	env.startWith(tb, ccfg, fcfg)
 	return env
 }
 
 func (env *faceEnv) start(tb testing.TB, store string) {
+	env.startWith(tb, fakeiaas.Config{Store: store}, dockerapi.Config{})
+}
+
+func (env *faceEnv) startWith(tb testing.TB, ccfg fakeiaas.Config, fcfg dockerapi.Config) {
 	tb.Helper()
-	cloud, err := fakeiaas.New(fakeiaas.Config{DataDir: filepath.Join(env.dir, "cloud"), Store: store})
+	ccfg.DataDir = filepath.Join(env.dir, "cloud")
+	cloud, err := fakeiaas.New(ccfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	face, err := dockerapi.New(dockerapi.Config{Cloud: cloud})
+	fcfg.Cloud = cloud
+	face, err := dockerapi.New(fcfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -507,26 +521,9 @@ func (b *bootRecorder) Halt(string) {}
 // container starts (not at create), once its volumes are in the root, so
 // an agent never writes under a mount point before the volume is there.
 func TestVMBootsAtStartWithVolumesBound(t *testing.T) {
-	dir := t.TempDir()
 	hooks := &bootRecorder{want: "var/vcap/data"}
-	cloud, err := fakeiaas.New(fakeiaas.Config{DataDir: dir, Store: "memory", Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cloud.Close()
-	face, err := dockerapi.New(dockerapi.Config{Cloud: cloud})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := dockerapi.Serve(face, filepath.Join(dir, "d.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	env := &faceEnv{dir: dir, cloud: cloud, face: face, c: &dockerClient{tb: t, sock: srv.Path(), http: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", srv.Path())
-		}}}}}
+	env := newFaceEnvWith(t, fakeiaas.Config{Store: "memory", Hooks: hooks}, dockerapi.Config{})
+	face := env.face
 	env.importImage(t, "img:1")
 	env.c.want(http.StatusCreated, "POST", "/v1.44/containers/create?name=c-1", map[string]any{
 		"Image": "img:1", "HostConfig": map[string]any{"Binds": []string{"vol-eph-c-1:/var/vcap/data/"}}}, nil)
@@ -644,4 +641,41 @@ func TestNetworksAndImages(t *testing.T) {
 		`conflict: unable to remove repository reference "img:1" (must force) - container `+created.ID+` is using its referenced image `+img.ID)
 	c.want(http.StatusOK, "DELETE", "/v1.44/images/img:1?force=1", nil, nil)
 	c.wantError(http.StatusNotFound, "GET", "/v1.44/images/img:1/json", nil, "No such image: img:1")
+}
+
+// TestExecStdinNeverClosed: a client that keeps stdin open is cut off at
+// Config.ExecTimeout, and the exec is finished with tar's failure.
+func TestExecStdinNeverClosed(t *testing.T) {
+	env := newFaceEnvWith(t, fakeiaas.Config{Store: "memory"}, dockerapi.Config{ExecTimeout: 200 * time.Millisecond})
+	env.importImage(t, "img:1")
+	env.createContainer(t, "c-1", "img:1")
+	var id struct {
+		ID string `json:"Id"`
+	}
+	env.c.want(http.StatusCreated, "POST", "/v1.44/containers/c-1/exec", container.ExecCreateRequest{
+		Cmd: []string{"tar", "-x", "-f", "-", "-C", "/"}, AttachStdin: true, AttachStderr: true}, &id)
+	conn, err := net.Dial("unix", env.c.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req, _ := http.NewRequest("POST", "http://docker/v1.44/exec/"+id.ID+"/start", strings.NewReader(`{}`))
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "tcp")
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	// Half a tar header, then silence: the server must not wait forever.
+	if _, err := conn.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("the server did not end the stream: %v", err)
+	}
+	var insp container.ExecInspectResponse
+	env.c.want(http.StatusOK, "GET", "/v1.44/exec/"+id.ID+"/json", nil, &insp)
+	if insp.Running || insp.ExitCode == nil || *insp.ExitCode != 2 {
+		t.Errorf("exec after the timeout: running %v exit %v, want finished with 2", insp.Running, insp.ExitCode)
+	}
 }
