@@ -230,8 +230,17 @@ func (f *Face) unbindLocked(c *ctr, b binding) error {
 		return nil
 	}
 	v.BoundTo = ""
-	src := filepath.Join(f.cloud.VMRoot(c.VM), filepath.FromSlash(b.Target))
-	if fi, err := os.Lstat(src); err != nil || !fi.IsDir() {
+	root := f.cloud.VMRoot(c.VM)
+	src := filepath.Join(root, filepath.FromSlash(b.Target))
+	// Through os.Root: a mount point reached by a symlink the guest
+	// planted (out of the root) is not the volume.
+	var fi fs.FileInfo
+	rt, err := os.OpenRoot(root)
+	if err == nil {
+		fi, err = rt.Lstat(strings.TrimPrefix(b.Target, "/"))
+		_ = rt.Close()
+	}
+	if err != nil || !fi.IsDir() {
 		// The guest removed or replaced the mount point: the volume's files
 		// are gone with it, as they would be if a guest wiped a mount.
 		return os.MkdirAll(f.volumeDir(v.Disk), 0o755)

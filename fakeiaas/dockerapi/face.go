@@ -226,10 +226,16 @@ func (f *Face) rebuild(ctx context.Context) error {
 	}
 	for _, v := range st.VMs {
 		var p map[string]containerProps
-		if json.Unmarshal(v.CloudProperties, &p) != nil || p[containerKey].Name == "" {
+		if json.Unmarshal(v.CloudProperties, &p) != nil {
 			continue
 		}
-		cp := p[containerKey]
+		cp, ok := p[containerKey]
+		if !ok {
+			continue
+		}
+		if cp.Name == "" { // created without a name: Docker's name is its ID
+			cp.Name = v.CID.String()
+		}
 		c := &ctr{Name: cp.Name, VM: v.CID, Created: v.Created.UTC().Format(timeLayout), Running: v.Boots > 0, Started: v.Boots > 0,
 			Config: cp.Config, HostConfig: cp.HostConfig, Endpoints: cp.Endpoints, Bound: cp.Bound}
 		for _, b := range c.Bound {
@@ -285,7 +291,7 @@ func (f *Face) ImageStemcell(ref string) (cpiv2.StemcellCID, bool) {
 	return im.Stemcell, true
 }
 
-// VolumeDir is where the files of the volume called name live while it is
+// volumeDir is where the files of the volume with disk d live while it is
 // bound to no container: <data dir>/docker/volumes/<disk cid>. While bound,
 // the directory is moved to its bind target inside the VM root.
 func (f *Face) volumeDir(d cpiv2.DiskCID) string {

@@ -478,9 +478,16 @@ func TestRebuildAfterRestart(t *testing.T) {
 	env.importImage(t, "img:1")
 	id := env.createContainer(t, "c-1", "img:1", "vol-1:/warden-cpi-dev/vol-1")
 	disk, _ := env.face.VolumeDisk("vol-1")
+	var unnamed container.CreateResponse
+	env.c.want(http.StatusCreated, "POST", "/v1.44/containers/create", map[string]any{"Image": "img:1"}, &unnamed)
 	// Stop the first face and cloud, start new ones on the same data dir.
 	env.stop()
 	env.start(t, "sqlite")
+	var insp container.InspectResponse
+	env.c.want(http.StatusOK, "GET", "/v1.44/containers/"+unnamed.ID+"/json", nil, &insp)
+	if insp.Name != "/"+unnamed.ID || insp.State.Status != container.StateCreated {
+		t.Errorf("the unnamed container after restart: name %s state %+v", insp.Name, insp.State)
+	}
 	vm, ok := env.face.ContainerVM("c-1")
 	if !ok || vm.String() != id {
 		t.Fatalf("after restart: container c-1 → %s (%v), want %s", vm, ok, id)
