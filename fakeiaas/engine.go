@@ -768,6 +768,9 @@ func (c *Cloud) BootAll() error {
 	c.mu.Lock()
 	infos := make([]BootInfo, 0, len(c.vms))
 	for _, id := range slices.Sorted(maps.Keys(c.vms)) {
+		if c.vms[id].Boots == 0 { // created with NoBoot and never booted: it stays down
+			continue
+		}
 		infos = append(infos, c.bootInfoLocked(c.vms[id]))
 	}
 	c.mu.Unlock()
