@@ -6,7 +6,7 @@ PKGS      := ./...
 RACE_PKGS := ./rt/... ./cpiv2/... ./fakeiaas/... ./mbus/... ./agent/... ./director/... ./simulator/... ./testbed/...
 FUZZTIME  ?= 10s
 
-.PHONY: all build test certify bench fuzz vet fmt clean
+.PHONY: all build test certify bench fuzz vet fmt clean interop
 
 all: build
 
@@ -36,6 +36,13 @@ fmt:
 # Benchmarks print their figures; see each issue note for the targets.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s $(PKGS)
+
+# make interop CPI=PATH: the upstream BOSH Docker CPI on fakeiaas's Docker face, checked by the
+# oracle, and its create_vm+attach_disk+detach_disk+delete_vm cycle benchmark (docs/docker.md).
+# Without CPI (and without CPILAB_DOCKER_CPI) the tests skip, saying why.
+interop:
+	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -v -run 'TestInterop' ./fakeiaas/dockerapi/
+	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -run '^$$' -bench 'DockerCPICycle' -benchtime 20x ./fakeiaas/dockerapi/
 
 # Each fuzz target runs for FUZZTIME (make fuzz FUZZTIME=60s for the long run).
 fuzz:

@@ -647,9 +647,9 @@ func substituteCID(raw json.RawMessage, cid string) (json.RawMessage, *Error) {
 	return out, nil
 }
 
-// CreateVM creates a VM and its root, then boots it through the hooks. A
-// boot failure deletes the VM again and returns VMCreationFailed
-// (ok_to_retry).
+// CreateVM creates a VM and its root, then boots it through the hooks
+// (unless spec.NoBoot). A boot failure deletes the VM again and returns
+// VMCreationFailed (ok_to_retry).
 func (c *Cloud) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	var out VM
 	err := c.mutate(ctx, OpCreateVM, "", func(cl *call, b *batch) *Error {
@@ -714,6 +714,9 @@ func (c *Cloud) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 			Props: props, StemcellAPIVersion: sc.APIVersion, DeviceResolver: sc.DeviceResolver,
 			Created: c.r.Now(), Boots: 1,
 		}
+		if spec.NoBoot {
+			vm.Boots = 0
+		}
 		c.vms[cid] = vm
 		c.devs[cid] = map[string]string{}
 		b.create(kindVM, cid, vm)
@@ -724,6 +727,12 @@ func (c *Cloud) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	})
 	if err != nil && !errors.Is(err, ErrResponseLost) {
 		return VM{}, err
+	}
+	if spec.NoBoot {
+		if err != nil {
+			return VM{}, err
+		}
+		return out, nil
 	}
 	if berr := c.boot(out); berr != nil {
 		_ = c.deleteVM(ctx, out.CID, "boot failed: "+berr.Error())
@@ -759,6 +768,9 @@ func (c *Cloud) BootAll() error {
 	c.mu.Lock()
 	infos := make([]BootInfo, 0, len(c.vms))
 	for _, id := range slices.Sorted(maps.Keys(c.vms)) {
+		if c.vms[id].Boots == 0 { // created with NoBoot and never booted: it stays down
+			continue
+		}
 		infos = append(infos, c.bootInfoLocked(c.vms[id]))
 	}
 	c.mu.Unlock()

@@ -134,6 +134,10 @@ type VMSpec struct {
 	DiskLocality    []cpiv2.DiskCID   `json:"disk_locality,omitempty"`
 	// UserData is served by the metadata service; see VMCIDPlaceholder.
 	UserData json.RawMessage `json:"user_data,omitempty"`
+	// NoBoot leaves the new VM un-booted (Boots 0): the caller boots it
+	// later with RebootVM, as the Docker face does when the container
+	// starts, after its volumes are bound. Default false: create_vm boots.
+	NoBoot bool `json:"no_boot,omitempty"`
 }
 
 // DiskSpec is create_disk's input.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fakeiaas/dockerapi"
 	"github.com/cpilab/cpilab/testbed"
 )
 
@@ -19,7 +20,8 @@ func init() {
 }
 
 const fakeiaasUsage = `usage:
-  cpilab fakeiaas [--data-dir DIR] [--listen ADDR] [--memory]   serve the fake cloud
+  cpilab fakeiaas [--data-dir DIR] [--listen ADDR] [--memory] [--docker-socket PATH]
+                                                                serve the fake cloud
   cpilab fakeiaas faults list    --url URL                      list fault rules and their counters
   cpilab fakeiaas faults add     --url URL 'RULE' ['RULE' …]    add rules (one-line form; '-' reads stdin)
   cpilab fakeiaas faults rm      --url URL ID                   remove a rule
@@ -40,6 +42,7 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	listen := fs.String("listen", "127.0.0.1:0", "loopback address of the HTTP API")
 	memory := fs.Bool("memory", false, "keep state in memory only (nothing survives a restart)")
 	noAgents := fs.Bool("no-agents", false, "do not boot a reference agent on each VM")
+	dockerSocket := fs.String("docker-socket", "", "also serve a Docker Engine API face of the cloud on this unix socket, for the BOSH Docker CPI (docs/docker.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -75,6 +78,18 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "  mbus: %s  ssh key: %s\n", tb.MbusURL(), tb.SSHKeyPath())
 	fmt.Fprintf(stdout, "  reference CPI: bin/fakeiaas-cpi -configPath %s\n", cpiJSON)
 	fmt.Fprintf(stdout, "  faults: cpilab fakeiaas faults list --url %s\n", tb.URL())
+	if *dockerSocket != "" {
+		face, err := dockerapi.New(dockerapi.Config{Cloud: tb.IaaS.Cloud()})
+		if err != nil {
+			return err
+		}
+		dsrv, err := dockerapi.Serve(face, *dockerSocket)
+		if err != nil {
+			return err
+		}
+		defer dsrv.Close()
+		fmt.Fprintf(stdout, "  docker: %s (the Docker CPI's actions.docker.host, api_version %s at most)\n", dsrv.Host(), dockerapi.MaxAPIVersion)
+	}
 	<-ctx.Done()
 	return nil
 }

@@ -3,10 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/fakeiaas"
@@ -59,4 +65,67 @@ func TestFakeIaaSRefusesALockedDataDir(t *testing.T) {
 	if code != 1 || !strings.Contains(errb.String(), want) {
 		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
 	}
+}
+
+func TestFakeIaaSServesTheDockerFace(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "docker.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"fakeiaas", "--data-dir", filepath.Join(dir, "data"), "--memory", "--no-agents", "--docker-socket", sock}, &out, &errb)
+	}()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get("http://docker/v1.44/_ping")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(body) != "OK" {
+				t.Fatalf("ping: %s %q", resp.Status, body)
+			}
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("cpilab fakeiaas exited %d before serving: %s", code, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Docker face on %s: %v; stderr %s", sock, err, errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "  docker: unix://"+sock+" ") {
+		t.Errorf("stdout does not name the socket: %q", out.String())
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is left behind: %v", err)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
