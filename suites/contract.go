@@ -119,7 +119,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			requireLabelledCaps(st.cfg)
 		})
 
-		It(ClauseInfo, labels("shapes", cpiv2.MethodInfo), func(ctx SpecContext) {
+		It(ClauseText(ClauseInfo), labels("shapes", cpiv2.MethodInfo), func(ctx SpecContext) {
 			x := st.client.CallRaw(ctx, cpiv2.MethodInfo, st.profile.InfoAPIVersion, 0)
 			mustOK(x, ClauseInfo)
 			var info struct {
@@ -135,20 +135,20 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseStemcell, labels("shapes", cpiv2.MethodCreateStemcell, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
+		It(ClauseText(ClauseStemcell), labels("shapes", cpiv2.MethodCreateStemcell, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
 			t := st.tracker()
 			cid := st.createStemcell(ctx, t, cc.Stemcell)
 			mustNull(st.client.Call(ctx, cpiv2.MethodDeleteStemcell, "", cid), ClauseStemcell)
 			t.Forget(Resource{Kind: KindStemcell, CID: cid})
 		})
 
-		It(ClauseCreateVM, labels("shapes", cpiv2.MethodCreateVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseCreateVM), labels("shapes", cpiv2.MethodCreateVM), func(ctx SpecContext) {
 			// BeforeAll already created two VMs and checked their shape; this
 			// spec makes the check visible on its own, with networks.
 			st.createVM(ctx, st.tracker(), stemcell, cc.Stemcell)
 		})
 
-		It(ClauseHasVM, labels("truth", cpiv2.MethodHasVM, cpiv2.MethodDeleteVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseHasVM), labels("truth", cpiv2.MethodHasVM, cpiv2.MethodDeleteVM), func(ctx SpecContext) {
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
 			if ok, x := st.callBool(ctx, ClauseHasVM, cpiv2.MethodHasVM, v.CID); !ok {
@@ -161,7 +161,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseHasVM+" (IaaS state)", labels("iaas", cpiv2.MethodCreateVM, cpiv2.MethodDeleteVM), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseHasVM)+" (IaaS state)", labels("iaas", cpiv2.MethodCreateVM, cpiv2.MethodDeleteVM), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
@@ -176,7 +176,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseDeleteVMGone, labels("errors", cpiv2.MethodDeleteVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseDeleteVMGone), labels("errors", cpiv2.MethodDeleteVM), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodDeleteVM, "", ghostVM)
 			checkWire(x)
 			if e := x.Response.Error; e != nil && e.Type != cpiv2.TypeVMNotFound {
@@ -184,7 +184,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseHasDisk, labels("truth", cpiv2.MethodHasDisk, cpiv2.MethodCreateDisk, cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseHasDisk), labels("truth", cpiv2.MethodHasDisk, cpiv2.MethodCreateDisk, cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
 			if ok, x := st.callBool(ctx, ClauseHasDisk, cpiv2.MethodHasDisk, d); !ok {
@@ -197,7 +197,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseDeleteDisk, labels("errors", cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseDeleteDisk), labels("errors", cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodDeleteDisk, "", ghostDisk)
 			checkWire(x)
 			if e := x.Response.Error; e != nil && e.Type != cpiv2.TypeDiskNotFound {
@@ -205,18 +205,18 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseVMLocality, labels("shapes", cpiv2.MethodCreateDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseVMLocality), labels("shapes", cpiv2.MethodCreateDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
 		})
 
-		It(ClauseAttachHint, labels("hints", cpiv2.MethodAttachDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseAttachHint), labels("hints", cpiv2.MethodAttachDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
 			st.attach(ctx, t, mainVM, d)
 		})
 
-		It(ClauseGetDisks, labels("truth", cpiv2.MethodGetDisks), func(ctx SpecContext) {
+		It(ClauseText(ClauseGetDisks), labels("truth", cpiv2.MethodGetDisks), func(ctx SpecContext) {
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
 			if got, x := st.getDisks(ctx, v.CID); len(got) != 0 {
@@ -237,7 +237,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseDetach+" (IaaS state)", labels("iaas", cpiv2.MethodAttachDisk, cpiv2.MethodDetachDisk), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseDetach)+" (IaaS state)", labels("iaas", cpiv2.MethodAttachDisk, cpiv2.MethodDetachDisk), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
@@ -253,7 +253,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseDetachTwice, labels("errors", cpiv2.MethodDetachDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseDetachTwice), labels("errors", cpiv2.MethodDetachDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
 			x := st.client.Call(ctx, cpiv2.MethodDetachDisk, mainVM, mainVM, d)
@@ -263,7 +263,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseAttachTwice, labels("errors", cpiv2.MethodAttachDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseAttachTwice), labels("errors", cpiv2.MethodAttachDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
 			st.attach(ctx, t, mainVM, d)
@@ -275,7 +275,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			st.checkHint(x)
 		})
 
-		It(ClauseUnknownMethod, labels("errors", "unknown"), func(ctx SpecContext) {
+		It(ClauseText(ClauseUnknownMethod), labels("errors", "unknown"), func(ctx SpecContext) {
 			x := st.client.Call(ctx, "cpilab_no_such_method", "", "x")
 			checkWire(x)
 			if e := x.Response.Error; e == nil || e.Type != cpiv2.TypeNotImplemented {
@@ -287,7 +287,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseMalformed, labels("protocol", cpiv2.MethodCreateDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseMalformed), labels("protocol", cpiv2.MethodCreateDisk), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodCreateDisk, "", "not-a-size", "not-a-hash", 42)
 			checkWire(x)
 			if x.Response.Error == nil {
@@ -298,7 +298,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseProtocol+" (error responses)", labels("protocol", cpiv2.MethodDeleteDisk, cpiv2.MethodHasDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseProtocol)+" (error responses)", labels("protocol", cpiv2.MethodDeleteDisk, cpiv2.MethodHasDisk), func(ctx SpecContext) {
 			// An error path and a success path, both judged byte by byte;
 			// every other call of every spec is judged the same way.
 			checkWire(st.client.Call(ctx, "cpilab_no_such_method", ""))
@@ -306,7 +306,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			checkWire(st.client.Call(ctx, cpiv2.MethodDetachDisk, mainVM, mainVM, ghostDisk))
 		})
 
-		It(ClauseKnownTypes, labels("errors", cpiv2.MethodDeleteVM, cpiv2.MethodDetachDisk, cpiv2.MethodHasVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseKnownTypes), labels("errors", cpiv2.MethodDeleteVM, cpiv2.MethodDetachDisk, cpiv2.MethodHasVM), func(ctx SpecContext) {
 			for _, x := range []*Exchange{
 				st.client.Call(ctx, cpiv2.MethodDeleteVM, "", ghostVM),
 				st.client.Call(ctx, cpiv2.MethodDetachDisk, mainVM, mainVM, ghostDisk),
@@ -320,7 +320,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseRebootVM, labels("shapes", cpiv2.MethodRebootVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseRebootVM), labels("shapes", cpiv2.MethodRebootVM), func(ctx SpecContext) {
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
 			x := st.client.Call(ctx, cpiv2.MethodRebootVM, v.CID, v.CID)
@@ -333,7 +333,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseVMMetadata, labels("shapes", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
+		It(ClauseText(ClauseVMMetadata), labels("shapes", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, mainVM, mainVM, map[string]string{"deployment": st.names.next("dep")})
 			if skipIfNotImplemented(x) {
 				return
@@ -341,7 +341,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			mustNull(x, ClauseVMMetadata)
 		})
 
-		It(ClauseVMMetadata+" (IaaS state)", labels("iaas", cpiv2.MethodSetVMMetadata), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseVMMetadata)+" (IaaS state)", labels("iaas", cpiv2.MethodSetVMMetadata), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
 			want := map[string]string{"deployment": st.names.next("dep"), "job": "cpilab", "index": "0"}
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, mainVM, mainVM, want)
@@ -360,7 +360,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseDiskMetadata+" (IaaS state)", labels("iaas", cpiv2.MethodSetDiskMetadata), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseDiskMetadata)+" (IaaS state)", labels("iaas", cpiv2.MethodSetDiskMetadata), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
@@ -376,7 +376,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseCalculate, labels("shapes", cpiv2.MethodCalculateVMCloudProperties), func(ctx SpecContext) {
+		It(ClauseText(ClauseCalculate), labels("shapes", cpiv2.MethodCalculateVMCloudProperties), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodCalculateVMCloudProperties, "", map[string]int{"cpu": 2, "ram": 2048, "ephemeral_disk_size": 4096})
 			if skipIfNotImplemented(x) {
 				return
@@ -388,7 +388,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseResize, labels("iaas", cpiv2.MethodResizeDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseResize), labels("iaas", cpiv2.MethodResizeDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
 			x := st.client.Call(ctx, cpiv2.MethodResizeDisk, "", d, st.cfg.Env.ResizeToMiB)
@@ -405,7 +405,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseUpdateDisk, labels("iaas", cpiv2.MethodUpdateDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseUpdateDisk), labels("iaas", cpiv2.MethodUpdateDisk), func(ctx SpecContext) {
 			if st.client.APIVersion < 2 {
 				Skip("not applicable: update_disk exists from api_version 2")
 			}
@@ -436,7 +436,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseSnapshot, labels("shapes", cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot), func(ctx SpecContext) {
+		It(ClauseText(ClauseSnapshot), labels("shapes", cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
 			x := st.client.Call(ctx, cpiv2.MethodSnapshotDisk, "", d, map[string]string{"deployment": "cpilab"})
@@ -453,7 +453,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			t.Forget(Resource{Kind: KindSnapshot, CID: sc})
 		})
 
-		It(ClauseParallel, labels("parallel", cpiv2.MethodCreateDisk, cpiv2.MethodHasDisk, cpiv2.MethodSetDiskMetadata), func(ctx SpecContext) {
+		It(ClauseText(ClauseParallel), labels("parallel", cpiv2.MethodCreateDisk, cpiv2.MethodHasDisk, cpiv2.MethodSetDiskMetadata), func(ctx SpecContext) {
 			t := st.tracker()
 			n := max(st.cfg.Parallel, 8)
 			// n create_disk calls at once, each with its own size; then n
@@ -517,7 +517,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseRetry, labels("retry", cpiv2.MethodCreateVM), Label("cap:faults"), func(ctx SpecContext) {
+		It(ClauseText(ClauseRetry), labels("retry", cpiv2.MethodCreateVM), Label("cap:faults"), func(ctx SpecContext) {
 			var before Inventory
 			if st.cfg.Oracle != nil {
 				var err error

@@ -125,7 +125,7 @@ func matrixRow(cfg *Config, r Row) {
 		})
 
 		if r.Refused {
-			It(ClauseRefused, labels("settings", cpiv2.MethodInfo), func(ctx SpecContext) {
+			It(ClauseText(ClauseRefused), labels("settings", cpiv2.MethodInfo), func(ctx SpecContext) {
 				if !errors.Is(rr.refusal, ErrRefused) {
 					violate(violation(ClauseRefused, fmt.Sprintf("with debug.cpi.api_version %d the CPI's info reports api_version %d, which the %s caller accepts", r.CPI, rr.st.client.CPIMax, r.Profile.Name), nil))
 				}
@@ -134,12 +134,12 @@ func matrixRow(cfg *Config, r Row) {
 				}
 				AddReportEntry("refusal", rr.refusal.Error())
 			})
-			It(ClauseNoLeak, labels("cleanup"), func(ctx SpecContext) { rr.checkNoLeak(ctx) })
+			It(ClauseText(ClauseNoLeak), labels("cleanup"), func(ctx SpecContext) { rr.checkNoLeak(ctx) })
 			return
 		}
 
 		if r.FailsClearly {
-			It(ClauseNoRegistry, labels("vm", cpiv2.MethodCreateVM), func(ctx SpecContext) {
+			It(ClauseText(ClauseNoRegistry), labels("vm", cpiv2.MethodCreateVM), func(ctx SpecContext) {
 				rr.skipIfRefused()
 				st := rr.st
 				rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
@@ -157,18 +157,18 @@ func matrixRow(cfg *Config, r Row) {
 					violate(violation(ClauseNoRegistry, fmt.Sprintf("create_vm failed with %s: %q, not a known error type with a message", e.Type, e.Message), x))
 				}
 			})
-			It(ClauseNoLeak, labels("cleanup"), func(ctx SpecContext) { rr.checkNoLeak(ctx) })
+			It(ClauseText(ClauseNoLeak), labels("cleanup"), func(ctx SpecContext) { rr.checkNoLeak(ctx) })
 			return
 		}
 
-		It("step 1 "+ClauseCreateVM+" (stemcell upload, then create_vm)", labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseCreateVM)+" (step 1: stemcell upload, then create_vm)", labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
 			rr.skipIfRefused()
 			st := rr.st
 			rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
 			rr.vm1 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
 		})
 
-		It("step 2 "+ClauseTableRegistry, labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseTableRegistry)+" (step 2)", labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
 			o := rr.needVM1()
 			s, err := o.Settings(ctx, rr.vm1.CID)
 			if err != nil {
@@ -184,7 +184,7 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It("step 2 "+ClauseTableUserData, labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseTableUserData)+" (step 2)", labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
 			o := rr.needVM1()
 			s, err := o.Settings(ctx, rr.vm1.CID)
 			if err != nil {
@@ -199,12 +199,12 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It("step 3 "+ClauseAgentPing, labels("agent"), Label("cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseAgentPing)+" (step 3)", labels("agent"), Label("cap:agent"), func(ctx SpecContext) {
 			rr.needVM1()
 			rr.ping(ctx, rr.vm1)
 		})
 
-		It("step 4 "+ClauseAgentDisk+" after attach_disk", labels("disks", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), Label("cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseAgentDisk)+" (step 4: after attach_disk)", labels("disks", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), Label("cap:agent"), func(ctx SpecContext) {
 			rr.needVM1()
 			st := rr.st
 			rr.disk = st.createDisk(ctx, st.shared, st.cfg.Env.DiskSizeMiB, rr.vm1.CID)
@@ -212,7 +212,7 @@ func matrixRow(cfg *Config, r Row) {
 			rr.linked = true
 		})
 
-		It("step 5 "+ClauseSymlink+" (checked over SFTP)", labels("disks"), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseSymlink)+" (step 5: checked over SFTP)", labels("disks"), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
 			rr.needLinked()
 			fs := rr.open(ctx, rr.vm1)
 			defer fs.Close()
@@ -229,7 +229,7 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It("step 6 "+ClauseDataMoves, labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseDataMoves)+" (step 6)", labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
 			rr.needLinked()
 			st := rr.st
 			if rr.target == "" {
@@ -259,7 +259,7 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It("step 7 "+ClauseNoLeak, labels("cleanup", cpiv2.MethodDeleteVM, cpiv2.MethodDeleteDisk, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
+		It(ClauseText(ClauseNoLeak)+" (step 7)", labels("cleanup", cpiv2.MethodDeleteVM, cpiv2.MethodDeleteDisk, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
 			rr.checkNoLeak(ctx)
 		})
 	})

@@ -30,7 +30,7 @@ const ReportEntryViolation = "violation"
 
 // String is the clause, then the details.
 func (v Violation) String() string {
-	return v.Clause + "\n" + v.Details()
+	return ClauseText(v.Clause) + "\n" + v.Details()
 }
 
 // Details is the violation without its clause: what the CPI did instead,

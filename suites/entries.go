@@ -1,0 +1,56 @@
+package suites
+
+import "time"
+
+// The report entries every spec carries (Ginkgo report entries with
+// visibility Never, so they are in the JSON report but not in Ginkgo's
+// console output). Reporters read them by these names.
+const (
+	// EntryClause holds the clause id the spec checks (a string, e.g.
+	// "errors.delete-disk-missing").
+	EntryClause = "clause"
+	// EntryMethods holds the CPI methods the spec really called, sorted,
+	// without duplicates ([]string), recorded at run time.
+	EntryMethods = "methods"
+	// EntryCalls holds every CPI call the spec made ([]CallRecord), in the
+	// order they ended.
+	EntryCalls = "calls"
+	// EntryViolation holds a Violation: a clause the CPI broke.
+	EntryViolation = ReportEntryViolation
+	// EntryWarning holds a Warning: something a caller tolerates but the
+	// documentation advises against.
+	EntryWarning = "warning"
+)
+
+// CallRecord is one CPI call as a report shows it.
+type CallRecord struct {
+	Method string `json:"method"`
+	// Request is the request as sent; Response the CPI's stdout (both cut
+	// to a few hundred bytes).
+	Request  string `json:"request"`
+	Response string `json:"response"`
+	// StderrTail is the end of the CPI's stderr.
+	StderrTail string `json:"stderr_tail,omitempty"`
+	// ExitCode is the exit status, -1 when the process did not exit by
+	// itself.
+	ExitCode int `json:"exit_code"`
+	// Start and End are when the process started and when its call ended
+	// (wall clock).
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// Error is the error type the CPI returned, or how the call failed
+	// ("" when it succeeded).
+	Error string `json:"error,omitempty"`
+}
+
+// Warning is a clause a CPI bends in a way every caller tolerates: it is
+// reported (entry EntryWarning and the text output), never failed.
+type Warning struct {
+	// Clause is the clause id, e.g. "results.unread".
+	Clause string `json:"clause"`
+	// Text says what the CPI did and why it is only a warning.
+	Text string `json:"text"`
+	// Method is the call that showed it.
+	Method   string `json:"method,omitempty"`
+	Response string `json:"response,omitempty"`
+}
