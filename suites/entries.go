@@ -41,6 +41,8 @@ type CallRecord struct {
 	// Error is the error type the CPI returned, or how the call failed
 	// ("" when it succeeded).
 	Error string `json:"error,omitempty"`
+	// Cleanup marks a call made by the clean-up after the spec.
+	Cleanup bool `json:"cleanup,omitempty"`
 }
 
 // Warning is a clause a CPI bends in a way every caller tolerates: it is

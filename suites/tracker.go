@@ -72,17 +72,39 @@ func (t *Tracker) Resources() []Resource {
 	return slices.Clone(t.res)
 }
 
-// Cleanup deletes every tracked resource, newest first, and returns the
-// resources it could not delete with the reason.
+// Cleanup deletes every tracked resource and returns the resources it
+// could not delete with the reason. It works in reverse order of
+// dependency: attachments are detached, then snapshots, VMs, disks and
+// stemcells are deleted, each kind newest first; the deletions of one kind
+// run in parallel (they are independent resources, as the Director deletes
+// instances in parallel).
 func (t *Tracker) Cleanup(ctx context.Context) error {
 	t.mu.Lock()
 	res := slices.Clone(t.res)
 	t.res = nil
 	t.mu.Unlock()
+	slices.Reverse(res)
 	var errs []error
-	for i := len(res) - 1; i >= 0; i-- {
-		if err := t.delete(ctx, res[i]); err != nil {
-			errs = append(errs, fmt.Errorf("cleaning up %s: %w", res[i], err))
+	var mu sync.Mutex
+	for _, kind := range []Kind{KindAttachment, KindSnapshot, KindVM, KindDisk, KindStemcell} {
+		var wg sync.WaitGroup
+		for _, r := range res {
+			if r.Kind != kind {
+				continue
+			}
+			wg.Go(func() {
+				if err := t.delete(ctx, r); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("cleaning up %s: %w", r, err))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, r := range res {
+		if !slices.Contains([]Kind{KindAttachment, KindSnapshot, KindVM, KindDisk, KindStemcell}, r.Kind) {
+			errs = append(errs, fmt.Errorf("cleaning up %s: unknown resource kind", r))
 		}
 	}
 	return errors.Join(errs...)
@@ -103,7 +125,7 @@ func (t *Tracker) delete(ctx context.Context, r Resource) error {
 		done = []error{cpiv2.ErrDiskNotFound}
 	case KindSnapshot:
 		x = t.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", r.CID)
-		done = nil
+		done = []error{cpiv2.ErrDiskNotFound}
 	case KindStemcell:
 		x = t.client.Call(ctx, cpiv2.MethodDeleteStemcell, "", r.CID)
 	default:

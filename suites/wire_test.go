@@ -90,7 +90,7 @@ func TestWireExitStatusAndTimeout(t *testing.T) {
 	if !x.TimedOut || time.Since(start) > 5*time.Second {
 		t.Fatalf("hang: timed out %v after %s", x.TimedOut, time.Since(start))
 	}
-	if len(x.Stderr) > StderrKeep+100 || !strings.Contains(string(x.Stderr), "earlier bytes dropped") {
+	if len(x.Stderr) > StderrKeep+100 || !strings.Contains(string(x.Stderr), "earlier bytes dropped") || x.ExitCode != -1 {
 		t.Fatalf("stderr kept %d bytes: %.100q", len(x.Stderr), x.Stderr)
 	}
 	// The Director's scrubbed environment: PATH, TMPDIR and HOME only.

@@ -268,16 +268,24 @@ func (t *Testbed) CPIConfig(s CPISetup) (string, error) {
 }
 
 // StemcellImage writes (once) a stemcell image of the given api_version
-// (the small JSON image of docs/seams.md) and returns its path. An
-// api_version 1 image carries no api_version at all, as stemcell.MF files
-// from before api_version 2 do.
+// (the small JSON image of docs/seams.md) whose agent uses the virtio
+// device resolver, and returns its path. An api_version 1 image carries no
+// api_version at all, as stemcell.MF files from before api_version 2 do.
 func (t *Testbed) StemcellImage(apiVersion int) (string, error) {
-	p := filepath.Join(t.cfg.Dir, "stemcells", fmt.Sprintf("stemcell-api%d.json", apiVersion))
+	return t.StemcellImageFor(apiVersion, agent.ResolverVirtio)
+}
+
+// StemcellImageFor is StemcellImage with the agent's device resolver
+// ("identity", "mapped", "virtio" or "scsi") chosen.
+func (t *Testbed) StemcellImageFor(apiVersion int, resolver string) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := filepath.Join(t.cfg.Dir, "stemcells", fmt.Sprintf("stemcell-api%d-%s.json", apiVersion, resolver))
 	if _, err := os.Stat(p); err == nil {
 		return p, nil
 	}
 	img := map[string]any{"name": "bosh-fakeiaas-ubuntu-jammy", "version": "1.0",
-		"agent": map[string]any{"device_path_resolution_type": "virtio"}}
+		"agent": map[string]any{"device_path_resolution_type": resolver}}
 	if apiVersion > 1 {
 		img["api_version"] = apiVersion
 	}
