@@ -277,7 +277,10 @@ func TestCITemplates(t *testing.T) {
 		Inputs  []struct{ Name string } `yaml:"inputs"`
 		Outputs []struct{ Name string } `yaml:"outputs"`
 		Params  map[string]string       `yaml:"params"`
-		Run     struct{ Path string }   `yaml:"run"`
+		Run     struct {
+			Path string   `yaml:"path"`
+			Args []string `yaml:"args"`
+		} `yaml:"run"`
 	}
 	tb, err := os.ReadFile(filepath.Join("..", "..", "ci", "concourse-task.yml"))
 	if err != nil {
