@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/cpilab/cpilab/fixtures/buggycpi"
 	"github.com/cpilab/cpilab/suites"
-	"github.com/onsi/ginkgo/v2/types"
 )
 
 // The catalog test runs a default `cpilab certify --cpi` (no label filter)
@@ -150,36 +148,18 @@ func certifyAccepts(t *testing.T, dir string, v buggycpi.Bug) {
 	}
 }
 
-// failedClauses returns the clauses the failures of a JSON report name:
-// cpilab's report format (specs[].violations[].clause), or Ginkgo's own
-// report as earlier versions of certify wrote it.
+// failedClauses returns the clauses a certify report shows broken: those
+// of the failed specs and of every violation they found.
 func failedClauses(t *testing.T, path string) []string {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("JSON report: %v", err)
-	}
-	var own struct {
-		Specs []struct {
-			Violations []struct {
-				Clause string `json:"clause"`
-			} `json:"violations"`
-		} `json:"specs"`
-	}
-	if json.Unmarshal(b, &own) == nil && own.Specs != nil {
-		var out []string
-		for _, s := range own.Specs {
-			for _, v := range s.Violations {
-				out = append(out, v.Clause)
-			}
+	rep := readReport(t, path)
+	out := rep.FailedClauses()
+	for _, s := range rep.Specs {
+		if s.State == suites.StateFailed || s.State == suites.StateInterrupted {
+			out = append(out, s.Clause)
 		}
-		return out
 	}
-	var reports []types.Report
-	if err := json.Unmarshal(b, &reports); err != nil || len(reports) != 1 {
-		t.Fatalf("JSON report %s: neither cpilab's format nor one Ginkgo report (%v)", path, err)
-	}
-	return suites.Clauses(suites.Failures(reports[0], nil))
+	return out
 }
 
 func tail(s string, n int) string {
