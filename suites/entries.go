@@ -38,6 +38,8 @@ type CallRecord struct {
 	// (wall clock).
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// Elapsed is the CPI process's own run time (nanoseconds in JSON).
+	Elapsed time.Duration `json:"elapsed"`
 	// Error is the error type the CPI returned, or how the call failed
 	// ("" when it succeeded).
 	Error string `json:"error,omitempty"`

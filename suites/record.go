@@ -62,7 +62,7 @@ func (r *recorder) report(clause string) {
 
 func callRecord(x *Exchange) CallRecord {
 	c := CallRecord{Method: x.Method, Request: excerpt(x.Request), Response: excerpt(bytes.TrimSpace(x.Stdout)),
-		StderrTail: tail(string(x.Stderr), 600), ExitCode: x.ExitCode, Start: x.Start, End: x.End, Cleanup: x.Cleanup}
+		StderrTail: tail(string(x.Stderr), 600), ExitCode: x.ExitCode, Start: x.Start, End: x.End, Elapsed: x.Elapsed, Cleanup: x.Cleanup}
 	switch {
 	case x.RunErr != nil:
 		c.Error = x.RunErr.Error()
