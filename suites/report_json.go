@@ -46,6 +46,7 @@ const (
 // AreaDocs says in a line what each of Areas checks (the legend of the
 // matrix).
 var AreaDocs = map[string]string{
+	"setup":    "a context's or row's set-up: info, stemcell, the VMs and disks its specs share",
 	"protocol": "the wire protocol: one JSON object on stdout, the three keys, exit status 0",
 	"shapes":   "the result of each method has the shape its api_version asks for",
 	"errors":   "error types for missing things, unknown methods and malformed requests",
@@ -59,7 +60,7 @@ var AreaDocs = map[string]string{
 	"agent":    "the agent boots from those settings and answers over the mbus",
 	"disks":    "the agent finds attached disks through the hint; the dynamic-disk link",
 	"data":     "data written on a disk is read back on another VM after a move",
-	"cleanup":  "context set-up and teardown, and nothing left in the IaaS",
+	"cleanup":  "teardown of what a context shared, and nothing left in the IaaS",
 }
 
 // CertifyReport is a certify run in cpilab's report format.
@@ -161,7 +162,7 @@ type SpecResult struct {
 	// Methods are the CPI methods the spec really called; Calls every CPI
 	// call it made, with request and response.
 	Methods []string     `json:"methods"`
-	Calls   []CallRecord `json:"calls"`
+	Calls   []ReportCall `json:"calls"`
 	// Violations are the clauses the CPI broke (the first is the spec's
 	// own failure); Warnings what it bent in a way callers tolerate.
 	Violations []Violation `json:"violations"`
@@ -172,6 +173,34 @@ type SpecResult struct {
 	// that reruns it.
 	Focus string `json:"focus"`
 	Rerun string `json:"rerun,omitempty"`
+}
+
+// ReportCall is one CPI call in a report: the report's own shape, so that
+// the format stays put when the suites record more.
+type ReportCall struct {
+	Method string `json:"method"`
+	// Request is the request as sent; Response the CPI's stdout (both cut
+	// to a few hundred bytes); StderrTail the end of its stderr.
+	Request    string `json:"request"`
+	Response   string `json:"response"`
+	StderrTail string `json:"stderr_tail,omitempty"`
+	// ExitCode is the exit status, -1 when the process did not exit by
+	// itself (killed at the call time-out).
+	ExitCode int `json:"exit_code"`
+	// Start and End bound the call (wall clock); ElapsedSeconds is the CPI
+	// process's own run time.
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end"`
+	ElapsedSeconds float64   `json:"elapsed_seconds"`
+	// Error is the error type the CPI returned, or how the call failed.
+	Error string `json:"error,omitempty"`
+	// Cleanup marks a call of the clean-up after the spec.
+	Cleanup bool `json:"cleanup,omitempty"`
+}
+
+func reportCall(c CallRecord) ReportCall {
+	return ReportCall{Method: c.Method, Request: c.Request, Response: c.Response, StderrTail: c.StderrTail, ExitCode: c.ExitCode,
+		Start: c.Start, End: c.End, ElapsedSeconds: c.Elapsed.Seconds(), Error: c.Error, Cleanup: c.Cleanup}
 }
 
 // NotCheckedReason is one reason specs were not checked.
@@ -239,16 +268,14 @@ func nonNil(s []string) []string {
 func specResult(sr types.SpecReport, rerun func(string) string) SpecResult {
 	s := SpecResult{Name: sr.FullText(), Suite: labelValue(sr, "suite"), Row: labelValue(sr, "row"),
 		Area: labelValue(sr, "area"), Labels: nonNil(sr.Labels()), DurationSeconds: sr.RunTime.Seconds(),
-		Methods: []string{}, Calls: []CallRecord{}, Violations: []Violation{}, Warnings: []Warning{}}
+		Methods: []string{}, Calls: []ReportCall{}, Violations: []Violation{}, Warnings: []Warning{}}
 	if s.Name == "" {
 		s.Name = fmt.Sprintf("%s %s", sr.LeafNodeType, sr.LeafNodeText)
 	}
 	if s.Suite == "" {
 		s.Suite = "harness"
 	}
-	h := fnv.New64a()
-	io.WriteString(h, s.Name)
-	s.ID = fmt.Sprintf("s%016x", h.Sum64())
+	s.ID = SpecID(s.Name)
 	for _, e := range sr.ReportEntries {
 		switch e.Name {
 		case EntryClause:
@@ -264,7 +291,9 @@ func specResult(sr types.SpecReport, rerun func(string) string) SpecResult {
 		case EntryCalls:
 			var cs []CallRecord
 			if entryValue(e, &cs) == nil {
-				s.Calls = append(s.Calls, cs...)
+				for _, c := range cs {
+					s.Calls = append(s.Calls, reportCall(c))
+				}
 			}
 		case EntryViolation:
 			var v Violation
@@ -312,6 +341,14 @@ func specResult(sr types.SpecReport, rerun func(string) string) SpecResult {
 		s.Rerun = rerun(s.Focus)
 	}
 	return s
+}
+
+// SpecID is the stable id of the spec whose full text is name, as reports
+// and --list show it.
+func SpecID(name string) string {
+	h := fnv.New64a()
+	io.WriteString(h, name)
+	return fmt.Sprintf("s%016x", h.Sum64())
 }
 
 // entryValue decodes a report entry's value into dst, whether the entry

@@ -109,7 +109,8 @@ func readSchema(t *testing.T) []byte {
 func TestCertifyReportMatchesSchema(t *testing.T) {
 	c := NewCertifyReport(withBookkeeping(), ReportRun{Target: "bin/cpi", Started: time.Unix(0, 0).UTC(), Duration: time.Second,
 		Rerun: func(f string) string { return "cpilab certify --focus " + f }, LeftInCloud: []string{}})
-	c.Specs[0].Calls = []CallRecord{{Method: "delete_disk", Request: "{}", Response: "{}", ExitCode: 0, Start: time.Unix(1, 0), End: time.Unix(2, 0)}}
+	c.Specs[0].Calls = []ReportCall{reportCall(CallRecord{Method: "delete_disk", Request: "{}", Response: "{}", ExitCode: 0,
+		Start: time.Unix(1, 0), End: time.Unix(2, 0), Elapsed: time.Second, Error: "DiskNotFound", Cleanup: true, StderrTail: "x"})}
 	c.Specs[0].Warnings = []Warning{{Clause: ClauseUnreadResult, Text: "reboot_vm returned \"\""}}
 	var b bytes.Buffer
 	if err := c.WriteJSON(&b); err != nil {

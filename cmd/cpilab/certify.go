@@ -250,6 +250,11 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if inSuitesWorker() {
+		// A worker process of suites.Run: its share's report went to the
+		// process that started it, which prints and writes the reports.
+		return nil
+	}
 	elapsed := time.Since(c.started).Round(time.Millisecond)
 
 	var left []string
@@ -437,3 +442,8 @@ func shellWord(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// inSuitesWorker reports whether this process is one of the worker
+// processes suites.Run starts by running the same certify command again
+// (suites/workers.go names its share in CPILAB_SUITES_WORKER).
+func inSuitesWorker() bool { return os.Getenv("CPILAB_SUITES_WORKER") != "" }

@@ -123,25 +123,20 @@ func ginkgoReporterConfig() types.ReporterConfig {
 }
 
 // listSpecs prints the specs a run with these flags would run, without
-// running anything: Ginkgo's dry run walks the tree, applying the label
-// filter, --focus and --skip.
+// running anything: a Ginkgo dry run (suites.List) with the label filter,
+// --focus and --skip applied.
 func listSpecs(u ui, f certifyFlags) error {
-	if err := flag.CommandLine.Set("ginkgo.dry-run", "true"); err != nil {
-		return err
-	}
 	opts := suites.RunOptions{LabelFilter: f.labelFilter}
 	if f.focus != "" {
 		opts.Focus = []string{f.focus}
 	}
-	cfg := suites.Config{CPI: suites.Target{Command: []string{"cpi"}}}
-	report, err := suites.Run(cfg, opts)
+	specs, err := suites.List(suites.Config{CPI: suites.Target{Command: []string{"cpi"}}}, opts)
 	if err != nil {
 		return err
 	}
-	rep := suites.NewCertifyReport(report, suites.ReportRun{})
-	for _, s := range rep.Specs {
-		fmt.Fprintf(u.out, "%s  %s\n    clause: %s\n    labels: %s\n", s.ID, s.Name, s.Clause, strings.Join(s.Labels, ", "))
+	for _, s := range specs {
+		fmt.Fprintf(u.out, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.ClauseText(s.Clause), strings.Join(s.Labels, ", "))
 	}
-	fmt.Fprintf(u.out, "%d specs\n", len(rep.Specs))
+	fmt.Fprintf(u.out, "%d specs\n", len(specs))
 	return nil
 }

@@ -156,6 +156,14 @@ func TestCertifyAcceptsReferenceCPI(t *testing.T) {
 			t.Errorf("on the embedded testbed nothing but not-applicable specs may be skipped; skipped: %q", nc.Reason)
 		}
 	}
+	for _, s := range r.Specs {
+		if !slices.ContainsFunc(r.Areas, func(a suites.AreaDoc) bool { return a.ID == s.Area && a.Title != "" }) {
+			t.Errorf("spec %q has area %q, which the legend does not explain", s.Name, s.Area)
+		}
+		if s.Clause == "" || len(s.Methods) == 0 && s.Area != "cleanup" {
+			t.Errorf("spec %q: clause %q, methods %q", s.Name, s.Clause, s.Methods)
+		}
+	}
 	for _, row := range suites.ReferenceTable {
 		if !slices.ContainsFunc(r.Matrix, func(m suites.MatrixRow) bool { return m.Row == row.Name }) {
 			t.Errorf("the JSON matrix has no row %s", row.Name)

@@ -36,6 +36,7 @@ func TestCtrlCEndsCertifyAsInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a process group of its own, as a shell's job
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +58,12 @@ func TestCtrlCEndsCertifyAsInterrupted(t *testing.T) {
 	select {
 	case <-started:
 	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		t.Fatal("certify did not start its specs within 60 s")
 	}
 	time.Sleep(1500 * time.Millisecond) // let specs create VMs and disks
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	// Ctrl-C: the terminal signals the whole foreground process group.
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	<-copied
