@@ -1,6 +1,11 @@
 package suites
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/onsi/ginkgo/v2/types"
+)
 
 // The report entries every spec carries (Ginkgo report entries with
 // visibility Never, so they are in the JSON report but not in Ginkgo's
@@ -57,4 +62,18 @@ type Warning struct {
 	// Method is the call that showed it.
 	Method   string `json:"method,omitempty"`
 	Response string `json:"response,omitempty"`
+}
+
+// DecodeEntry decodes a report entry's value into v, whether the report
+// is the one Run returned (values in memory) or was read back from JSON
+// (values as JSON).
+func DecodeEntry(e types.ReportEntry, v any) error {
+	b := []byte(e.Value.AsJSON)
+	if raw := e.Value.GetRawValue(); raw != nil {
+		var err error
+		if b, err = json.Marshal(raw); err != nil {
+			return err
+		}
+	}
+	return json.Unmarshal(b, v)
 }

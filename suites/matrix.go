@@ -132,7 +132,7 @@ func matrixRow(cfg *Config, r Row) {
 		}()
 
 		if r.Refused {
-			It(ClauseText(ClauseRefused), labels("settings", cpiv2.MethodInfo), func(ctx SpecContext) {
+			It(ClauseText(ClauseRefused), labels("settings"), func(ctx SpecContext) {
 				if !errors.Is(rr.refusal, ErrRefused) {
 					violate(violation(ClauseRefused, fmt.Sprintf("with debug.cpi.api_version %d the CPI's info reports api_version %d, which the %s caller accepts", r.CPI, rr.st.client.CPIMax, r.Profile.Name), nil))
 				}
@@ -145,7 +145,7 @@ func matrixRow(cfg *Config, r Row) {
 		}
 
 		if r.FailsClearly {
-			It(ClauseText(ClauseNoRegistry), labels("vm", cpiv2.MethodCreateVM), func(ctx SpecContext) {
+			It(ClauseText(ClauseNoRegistry), labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
 				rr.skipIfRefused()
 				st := rr.st
 				rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
@@ -173,7 +173,7 @@ func matrixRow(cfg *Config, r Row) {
 			rr.vm1 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
 		})
 
-		It(ClauseText(ClauseTableRegistry)+" (step 2)", labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseTableRegistry)+" (step 2)", labels("settings"), capOracle, func(ctx SpecContext) {
 			o := rr.needVM1()
 			s, err := o.Settings(ctx, rr.vm1.CID)
 			if err != nil {
@@ -189,7 +189,7 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It(ClauseText(ClauseTableUserData)+" (step 2)", labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseTableUserData)+" (step 2)", labels("settings"), capOracle, func(ctx SpecContext) {
 			o := rr.needVM1()
 			s, err := o.Settings(ctx, rr.vm1.CID)
 			if err != nil {
@@ -234,7 +234,7 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It(ClauseText(ClauseDataMoves)+" (step 6)", labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseDataMoves)+" (step 6)", labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodCreateVM, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
 			rr.needLinked()
 			st := rr.st
 			if rr.target == "" {
