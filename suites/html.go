@@ -20,6 +20,8 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 		switch {
 		case c.Failed > 0:
 			return "fail"
+		case c.Interrupted > 0:
+			return "interrupted"
 		case c.Passed > 0:
 			return "pass"
 		case c.NotChecked > 0:
@@ -63,7 +65,7 @@ li.spec{margin:.3em 0}
 {{$c := .}}{{range .Matrix}}{{$r := .}}<tr><td class="row">{{.Row}}</td>{{range used $c}}{{$m := cell $r .ID}}<td class="{{class $m}}">{{if $m.Specs}}<a href="#{{anchor $r.Row $m.Area}}">{{mark $m}}</a>{{end}}</td>{{end}}</tr>
 {{end}}</table>
 <p>Rows: contract contexts <code>&lt;caller profile&gt;.api&lt;version&gt;</code>; reference-table rows <code>d&lt;Director&gt;.c&lt;CPI&gt;.s&lt;stemcell&gt;</code>.
-Cells: ✔ passed · ✘ failed/total · – not checked (never a pass). Each cell links to its specs.</p>
+Cells: ✔ passed · ✘ failed/total · – not checked (never a pass) · ! interrupted. Each cell links to its specs.</p>
 <h2>Areas</h2>
 <dl class="legend" id="legend">{{range .Areas}}<dt>{{.ID}}</dt><dd>{{.Title}}</dd>{{end}}</dl>
 {{if .NotChecked}}<h2>Not checked (these are not passes)</h2><ul>{{range .NotChecked}}<li>{{.Count}} × {{.Reason}}</li>{{end}}</ul>{{end}}

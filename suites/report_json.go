@@ -135,11 +135,21 @@ type MatrixRow struct {
 
 // MatrixCell counts one row's specs of one area, and names them.
 type MatrixCell struct {
-	Area       string   `json:"area"`
-	Passed     int      `json:"passed"`
-	Failed     int      `json:"failed"`
-	NotChecked int      `json:"not_checked"`
-	Specs      []string `json:"specs"`
+	Area        string   `json:"area"`
+	Passed      int      `json:"passed"`
+	Failed      int      `json:"failed"`
+	NotChecked  int      `json:"not_checked"`
+	Interrupted int      `json:"interrupted"`
+	Specs       []string `json:"specs"`
+}
+
+// Mark is the cell as one glyph and counts: "✔ 4", "✘ 1/4", "– 2",
+// "✔ 3 –1", "! 1" (interrupted), "".
+func (m MatrixCell) Mark() string {
+	if m.Interrupted > 0 && m.Failed == 0 {
+		return fmt.Sprintf("! %d/%d", m.Interrupted, m.Passed+m.Failed+m.NotChecked+m.Interrupted)
+	}
+	return Cell{Passed: m.Passed, Failed: m.Failed + m.Interrupted, Skipped: m.NotChecked}.Mark()
 }
 
 // SpecResult is one spec.
@@ -411,6 +421,8 @@ func (c *CertifyReport) fillMatrix() {
 			cell.Passed++
 		case StateNotChecked:
 			cell.NotChecked++
+		case StateInterrupted:
+			cell.Interrupted++
 		default:
 			cell.Failed++
 		}
@@ -559,5 +571,49 @@ func (c *CertifyReport) WriteWarningsText(w io.Writer) {
 	fmt.Fprintf(w, "\nWarnings (not failures):\n")
 	for _, k := range order {
 		fmt.Fprintf(w, "  %3d × %s: %s\n", counts[k], k.clause, k.text)
+	}
+}
+
+// WriteMatrixText writes the matrix for a terminal: a row per context and
+// reference-table row, a column per area that has specs, then the legend
+// of the marks, the counts and every reason specs were not checked.
+func (c *CertifyReport) WriteMatrixText(w io.Writer) {
+	var cols []string
+	for _, a := range Areas {
+		if slices.ContainsFunc(c.Matrix, func(r MatrixRow) bool {
+			return slices.ContainsFunc(r.Cells, func(m MatrixCell) bool { return m.Area == a })
+		}) {
+			cols = append(cols, a)
+		}
+	}
+	width := 16
+	for _, r := range c.Matrix {
+		width = max(width, len(r.Row)+1)
+	}
+	fmt.Fprintf(w, "%-*s", width, "row")
+	for _, a := range cols {
+		fmt.Fprintf(w, " %-9s", a)
+	}
+	fmt.Fprintln(w)
+	for _, r := range c.Matrix {
+		line := fmt.Sprintf("%-*s", width, r.Row)
+		for _, a := range cols {
+			var m MatrixCell
+			if i := slices.IndexFunc(r.Cells, func(m MatrixCell) bool { return m.Area == a }); i >= 0 {
+				m = r.Cells[i]
+			}
+			line += " " + padMark(fmt.Sprintf("%-9s", m.Mark()))
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintln(w, "\nrows: contract contexts <caller profile>.<api version>; reference-table rows d<Director>.c<CPI>.s<stemcell>")
+	fmt.Fprintln(w, "cells: ✔ passed · ✘ failed/total · – not checked (never a pass) · ! interrupted")
+	reasons := map[string]int{}
+	for _, n := range c.NotChecked {
+		reasons[n.Reason] = n.Count
+	}
+	WriteCounts(w, c.Counts.Passed, c.Counts.Failed, c.Counts.NotChecked, reasons)
+	if c.Counts.Interrupted > 0 {
+		fmt.Fprintf(w, "%d interrupted\n", c.Counts.Interrupted)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
 	"github.com/onsi/ginkgo/v2/types"
@@ -250,6 +251,10 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	interrupted := ctx.Err() != nil && !report.SuiteSucceeded
+	if interrupted && tb != nil {
+		c.sweep(cfg)
+	}
 	if inSuitesWorker() {
 		// A worker process of suites.Run: its share's report went to the
 		// process that started it, which prints and writes the reports.
@@ -272,9 +277,9 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	rep := suites.NewCertifyReport(report, suites.ReportRun{
 		Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit}, Target: c.target,
 		Command: append([]string{invokedAs()}, os.Args[1:]...), Notes: c.notes, Started: c.started, Duration: elapsed,
-		Strict: f.strict, Interrupted: ctx.Err() != nil && !report.SuiteSucceeded, Rerun: cfg.RerunCommand, LeftInCloud: left,
+		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, LeftInCloud: left,
 	})
-	c.writeText(report, rep, tb != nil)
+	c.writeText(rep, tb != nil)
 	if err := c.writeReports(rep); err != nil {
 		return err
 	}
@@ -287,15 +292,48 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	return exitError(exitRejected)
 }
 
+// sweep deletes, through the CPI, what an interrupted run left in the
+// embedded cloud: a call in flight when Ctrl-C came may create a VM or a
+// disk after its spec's clean-up has run. The note says what it deleted.
+func (c *certifyRun) sweep(cfg suites.Config) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.Timeouts.Call)
+	defer cancel()
+	inv, err := cfg.Oracle.Inventory(ctx)
+	if err != nil || len(inv.Stemcells)+len(inv.VMs)+len(inv.Disks)+len(inv.Snapshots) == 0 {
+		return
+	}
+	cl, _, err := suites.NewClient(ctx, cfg, cpiv2.ProfileDirectorCurrent, suites.Switch{})
+	if err != nil {
+		c.notes = append(c.notes, fmt.Sprintf("interrupted: could not clean up what calls in flight created (%v)", err))
+		return
+	}
+	tr := suites.NewTracker(cl)
+	var names []string
+	for _, g := range []struct {
+		kind suites.Kind
+		cids []string
+	}{{suites.KindStemcell, inv.Stemcells}, {suites.KindVM, inv.VMs}, {suites.KindDisk, inv.Disks}, {suites.KindSnapshot, inv.Snapshots}} {
+		for _, cid := range g.cids {
+			tr.Add(suites.Resource{Kind: g.kind, CID: cid})
+			names = append(names, string(g.kind)+" "+cid)
+		}
+	}
+	note := "interrupted: deleted through the CPI what calls in flight at the interrupt created after their spec's clean-up: " + strings.Join(names, ", ")
+	if err := tr.Cleanup(ctx); err != nil {
+		note += fmt.Sprintf(" (not all: %v)", err)
+	}
+	c.notes = append(c.notes, note)
+}
+
 // writeText prints the run for a person: the matrix, notes, what is left in
 // the cloud, warnings, each failure with its rerun command, and the
 // verdict line (last, so that `tail -1` is the verdict). --quiet keeps the
 // failures and the verdict.
-func (c *certifyRun) writeText(report types.Report, rep *suites.CertifyReport, embedded bool) {
+func (c *certifyRun) writeText(rep *suites.CertifyReport, embedded bool) {
 	u := c.u
 	if !u.quiet {
 		fmt.Fprintln(u.out)
-		suites.Summarize(report).WriteText(u.out)
+		rep.WriteMatrixText(u.out)
 		for _, n := range c.notes {
 			fmt.Fprintf(u.out, "note: %s\n", n)
 		}

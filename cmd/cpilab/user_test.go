@@ -157,7 +157,13 @@ func TestCertifyExitPathsLeaveTmpClean(t *testing.T) {
 // matrix cell's link leads to an element that exists.
 func checkHTMLInChromium(t *testing.T, htmlPath string, r *suites.CertifyReport) {
 	chromium := findChromium(t)
-	tmp := t.TempDir()
+	// A short directory of its own: Chromium's profile socket path must
+	// stay under the Unix socket limit, and nothing may stay in /tmp.
+	tmp, err := os.MkdirTemp("", "crm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
 	shot := filepath.Join(tmp, "report.png")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -169,6 +175,7 @@ func checkHTMLInChromium(t *testing.T, htmlPath string, r *suites.CertifyReport)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
 	}
+	t.Logf("screenshot of %s taken: %s (set CPILAB_SCREENSHOT_DIR to keep it)", htmlPath, shot)
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
