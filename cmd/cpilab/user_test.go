@@ -124,10 +124,13 @@ func TestCertifyExitPathsLeaveTmpClean(t *testing.T) {
 		{"bad label filter", []string{"--label-filter", "area:(errors"}, nil, exitUsage, ""},
 		{"missing report dir", []string{"--html-report", filepath.Join("no-such-dir", "r.html")}, nil, exitUsage, ""},
 		{"list", []string{"--list", "--label-filter", "method:get_disks"}, nil, 0, "specs\n"},
-		{"quiet and no colour", []string{"--quiet", "--label-filter", "method:get_disks"}, []string{"NO_COLOR=1"}, 0, "ACCEPTED: "},
+		// Whole contexts (a label filter or --skip that cuts a context leaves
+		// its shared set-up without its teardown).
+		{"quiet and no colour", []string{"--quiet", "--label-filter", "row:cli.api2"}, []string{"NO_COLOR=1"}, 0, "ACCEPTED: "},
 		{"nothing selected", []string{"--label-filter", "method:no_such_method"}, nil, exitRejected, "NOTHING-CHECKED: "},
-		{"strict", []string{"--strict", "--label-filter", "row:director-current.api3 && method:get_disks"}, nil, 0, "ACCEPTED: "},
-		{"skip", []string{"--skip", "cli", "--label-filter", "method:get_disks"}, nil, 0, "ACCEPTED: 4 passed"},
+		{"strict", []string{"--strict", "--require-api-version", "2", "--label-filter", "row:cli.api2"}, nil, 0, "ACCEPTED: "},
+		{"skip", []string{"--skip", "(director-current|director-v1|director-v2)", "--label-filter", "suite:contract"}, nil, 0, "ACCEPTED: "},
+		{"fail fast", []string{"--fail-fast", "--label-filter", "row:cli.api2"}, nil, 0, "ACCEPTED: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := t.TempDir()
@@ -144,6 +147,9 @@ func TestCertifyExitPathsLeaveTmpClean(t *testing.T) {
 				if strings.Count(strings.TrimSpace(stdout), "\n") != 0 || stderr != "" || strings.Contains(stdout, "\x1b[") {
 					t.Errorf("--quiet with NO_COLOR: want one plain line and nothing on stderr\nstdout:\n%q\nstderr:\n%q", stdout, stderr)
 				}
+			}
+			if tc.name == "skip" && (!strings.Contains(stdout, "\ncli.api2 ") || strings.Contains(stdout, "\ndirector-v1.api1 ")) {
+				t.Errorf("--skip ran the wrong contexts:\n%s", stdout)
 			}
 			if left := dirEntries(t, tmp); len(left) != 0 {
 				t.Errorf("left in TMPDIR: %q", left)
