@@ -244,7 +244,7 @@ type OracleSettings struct {
 	UserData json.RawMessage
 }
 
-// Agents talks to agents over the mbus (CONTRACTS §5).
+// Agents talks to agents over the mbus (the agent protocol).
 type Agents interface {
 	// Ping waits, up to ctx's deadline, until the agent answers ping.
 	Ping(ctx context.Context, agentID string) error

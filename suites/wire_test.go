@@ -109,7 +109,7 @@ func TestWireExitStatusAndTimeout(t *testing.T) {
 }
 
 // FuzzCheckResponse: whatever a CPI prints, judging it never panics, and a
-// response judged valid really has the shape CONTRACTS §1 requires.
+// response judged valid really has the shape wire.one-object requires.
 func FuzzCheckResponse(f *testing.F) {
 	for _, s := range []string{
 		`{"result":"disk-1","error":null,"log":""}`,
