@@ -38,7 +38,7 @@ func TestFaultsCommandRoundTrip(t *testing.T) {
 	if _, out, _ := cli("list", "--url", srv.URL()); !strings.Contains(out, "no fault rules") {
 		t.Fatalf("after rm, list says %q", out)
 	}
-	if code, _, errs := cli("list"); code != 1 || !strings.Contains(errs, "--url is required") {
+	if code, _, errs := cli("list"); code != exitUsage || !strings.Contains(errs, "--url is required") {
 		t.Fatalf("no --url: exit %d, %q", code, errs)
 	}
 }
