@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/onsi/ginkgo/v2/types"
 )
@@ -602,7 +603,8 @@ func (c *CertifyReport) WriteMatrixText(w io.Writer) {
 			if i := slices.IndexFunc(r.Cells, func(m MatrixCell) bool { return m.Area == a }); i >= 0 {
 				m = r.Cells[i]
 			}
-			line += " " + padMark(fmt.Sprintf("%-9s", m.Mark()))
+			mark := m.Mark() // padded by runes: glyphs are one column, whatever their bytes
+			line += " " + mark + strings.Repeat(" ", max(0, 9-utf8.RuneCountInString(mark)))
 		}
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}

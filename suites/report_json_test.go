@@ -215,3 +215,25 @@ func TestJUnitGroupsByRowWithEvidence(t *testing.T) {
 		}
 	}
 }
+
+// The text matrix lines up whatever the glyphs' byte lengths.
+func TestMatrixTextAligns(t *testing.T) {
+	var b bytes.Buffer
+	NewCertifyReport(withBookkeeping(), ReportRun{}).WriteMatrixText(&b)
+	lines := strings.Split(b.String(), "\n")
+	if !strings.HasPrefix(lines[0], "row ") || !strings.Contains(lines[0], "errors") {
+		t.Fatalf("header %q", lines[0])
+	}
+	col := strings.Index(lines[0], "errors")
+	for _, l := range lines[1:3] {
+		r := []rune(l)
+		if len(r) <= col || (r[col] != '✔' && r[col] != '✘' && r[col] != ' ') {
+			t.Errorf("%q: the errors column does not start at rune %d", l, col)
+		}
+	}
+	for _, want := range []string{"✘ 1/2", "– 1", "2 passed, 1 failed, 1 not checked", "1 × not checked: no oracle"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("matrix text lacks %q:\n%s", want, b.String())
+		}
+	}
+}
