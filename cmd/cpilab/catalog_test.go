@@ -19,7 +19,8 @@ import (
 // bug's own clause named, and every legal variant, which must be accepted.
 //
 //	CPILAB_CATALOG=hint-off-by-one,legal-pretty-json  only these (while developing)
-//	CPILAB_CATALOG_PARALLEL=2                         certify processes at once (default 2)
+//	CPILAB_CATALOG_PARALLEL=2                         certify processes at once (default 2;
+//	                                                  more also needs go test -parallel)
 func catalogSelection(t *testing.T) (bugs, variants []buggycpi.Bug) {
 	t.Helper()
 	sel := strings.FieldsFunc(os.Getenv("CPILAB_CATALOG"), func(r rune) bool { return r == ',' || r == ' ' })
