@@ -315,3 +315,28 @@ func TestCITemplates(t *testing.T) {
 		t.Errorf("bash -n ci/certify.sh: %v\n%s", err, out)
 	}
 }
+
+// TestBinaryAsAUserRunsIt runs the built cpilab the way a person tries a
+// new tool: --help piped to grep, --version, a typo in a flag.
+func TestBinaryAsAUserRunsIt(t *testing.T) {
+	dir := buildCPIs(t)
+	cpilab := filepath.Join(dir, "cpilab")
+	out, err := exec.Command("sh", "-c", shellWord(cpilab)+" certify -h | grep -c -- --junit-report").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "0" {
+		t.Errorf("cpilab certify -h | grep --junit-report: %v, %q", err, out)
+	}
+	for _, c := range allCommands {
+		code, stdout, stderr := runCmd(t, exec.Command(cpilab, c, "--help"))
+		if code != 0 || !strings.HasPrefix(stdout, "Usage:\n  cpilab "+c) || stderr != "" {
+			t.Errorf("cpilab %s --help: exit %d, stderr %q, stdout %.80q", c, code, stderr, stdout)
+		}
+		code, stdout, stderr = runCmd(t, exec.Command(cpilab, c, "--colour"))
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, "-colour") {
+			t.Errorf("cpilab %s --colour: exit %d, stdout %q, stderr %q", c, code, stdout, stderr)
+		}
+	}
+	code, stdout, _ := runCmd(t, exec.Command(cpilab, "--version"))
+	if code != 0 || !regexp.MustCompile(`^cpilab \S+, commit \S+`).MatchString(stdout) {
+		t.Errorf("cpilab --version: exit %d, %q", code, stdout)
+	}
+}
