@@ -42,7 +42,7 @@ func (st *state) checkHintDevices(ctx SpecContext, stemcell string, sv int, ever
 				Fail(fmt.Sprintf("oracle disk %s: ok=%v err=%v", d, ok, err))
 			}
 			if od.AttachedTo != v.CID {
-				violate(violation(ClauseDetach, fmt.Sprintf("attach_disk of %s to %s succeeded, but the IaaS shows it attached to %q", d, v.CID, od.AttachedTo), x))
+				violate(violation(ClauseHintDevice, fmt.Sprintf("attach_disk of %s to %s succeeded, but the IaaS shows it attached to %q", d, v.CID, od.AttachedTo), x))
 			}
 			checked, wrong := hintNames(h, od, d)
 			if wrong != "" {

@@ -399,7 +399,7 @@ func (st *state) checkDiskAsAsked(ctx context.Context, cid string, sizeMiB int, 
 	if od.SizeMiB < sizeMiB || od.SizeMiB > roundUpGiB(sizeMiB) {
 		violate(violation(ClauseCreateDisk, fmt.Sprintf("create_disk of %d MiB made disk %s of %d MiB", sizeMiB, cid, od.SizeMiB), x))
 	}
-	if want := st.cfg.Env.DiskCloudProperties; hasKeys(want) && !sameJSON(od.CloudProperties, want) {
+	if want := st.cfg.Env.DiskCloudProperties; hasKeys(want) && !holdsProps(od.CloudProperties, want) {
 		violate(violation(ClauseCreateDisk, fmt.Sprintf("create_disk with cloud_properties %s made disk %s with %s", excerpt(mustJSON(want)), cid, excerpt(od.CloudProperties)), x))
 	}
 }
