@@ -57,9 +57,9 @@ type RunOptions struct {
 	// Timeout bounds the whole run (default 1 h).
 	Timeout time.Duration
 	// Workers is how many processes Run spreads the containers over (see
-	// workers.go): 0 picks $CPILAB_SUITES_WORKERS, else one per contract
-	// context, at most 2 × NumCPU + 1 (always 1 inside a test binary); 1
-	// runs everything in this process.
+	// workers.go): 0 picks $CPILAB_SUITES_WORKERS, else NumCPU + 1, at most
+	// one per contract context (always 1 inside a test binary); 1 runs
+	// everything in this process.
 	// Workers re-run the current program with its arguments, so a program
 	// calling Run must reach Run again the same way (cpilab certify does).
 	Workers int

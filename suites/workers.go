@@ -43,10 +43,10 @@ const (
 	shareEnv = "CPILAB_SUITES_SHARE"
 )
 
-// workerCount is how many processes a run uses: opts.Workers, or by
-// default one per contract context (the heaviest containers), at most
-// 2 × NumCPU + 1, and 1 inside a test binary (which cannot be run again
-// as a certify command).
+// workerCount is how many processes a run uses: opts.Workers, else
+// $CPILAB_SUITES_WORKERS, else NumCPU + 1 (a CPI call waits on its process
+// and the IaaS about half the time), at most one per contract context; and
+// 1 inside a test binary (which cannot be run again as a certify command).
 func (opts RunOptions) workerCount(cfg Config) int {
 	if opts.Workers > 0 {
 		return opts.Workers
@@ -57,13 +57,17 @@ func (opts RunOptions) workerCount(cfg Config) int {
 	if n, err := strconv.Atoi(os.Getenv(WorkersEnv)); err == nil && n > 0 {
 		return n
 	}
-	return max(1, min(len(cfg.Contexts), 2*runtime.NumCPU()+1))
+	return max(1, min(len(cfg.Contexts), runtime.NumCPU()+1))
 }
 
 // weight estimates a container's run time, for a fair split.
 func shareWeights(cfg Config) (names []string, weights []int) {
 	for _, c := range cfg.Contexts {
-		names, weights = append(names, c.Name), append(weights, 6)
+		w := 5
+		if c.Thorough {
+			w = 9
+		}
+		names, weights = append(names, c.Name), append(weights, w)
 	}
 	for _, r := range cfg.Rows {
 		w := 1
