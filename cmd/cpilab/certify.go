@@ -231,6 +231,9 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	if f.focus != "" {
 		opts.Focus = []string{f.focus}
 	}
+	if f.failFast {
+		opts.Workers = 1 // stop everything at the first failure, not each worker at its own
+	}
 	opts.JSONReport = ginkgoReporterConfig().JSONReport // --ginkgo.json-report: Ginkgo's raw report
 	opts.Timeout = ginkgoSuiteConfig().Timeout
 	if !u.quiet {
