@@ -134,7 +134,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseSymlink, "/var/vcap/data/dynamic_disks/<disk_cid> on the VM leads to the device the IaaS attached"},
 	{ClauseDataMoves, "data written on a disk is read back on another VM after detach_disk and attach_disk"},
 
-	{ClauseSetup, "the context's setup (info, stemcell, shared VMs and disks) succeeds"},
+	{ClauseSetup, "the setup succeeds: info and, in contract contexts, the shared stemcell, VMs and disks"},
 	{ClauseTeardown, "the context's teardown deletes what it shared"},
 	{ClauseNoLeak, "after clean-up no VM, disk, stemcell or snapshot is left behind"},
 }
