@@ -288,9 +288,10 @@ func TestRerunCommandReproducesOneFailure(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "buggy-cpi"), link); err != nil && !os.IsExist(err) {
 		t.Fatal(err)
 	}
-	js := filepath.Join(t.TempDir(), "r.json")
-	code, stdout, _ := certify(t, dir, "--cpi", link, "--label-filter", "method:get_disks", "--call-timeout", "41s", "--json-report", js)
+	js, html := filepath.Join(t.TempDir(), "r.json"), filepath.Join(t.TempDir(), "r.html")
+	code, stdout, _ := certify(t, dir, "--cpi", link, "--label-filter", "method:get_disks", "--call-timeout", "41s", "--json-report", js, "--html-report", html)
 	r := readReport(t, js)
+	t.Run("html in chromium", func(t *testing.T) { checkHTMLInChromium(t, html, r) })
 	var failed []suites.SpecResult
 	for _, s := range r.Specs {
 		if s.State == suites.StateFailed {
