@@ -169,6 +169,11 @@ func contractContext(cfg *Config, cc ContractContext) {
 			if _, ok, err := o.VM(ctx, v.CID); err != nil || ok {
 				violate(violation(ClauseHasVM, fmt.Sprintf("delete_vm succeeded but the IaaS still has VM %s (oracle: %v)", v.CID, err), x))
 			}
+			if s, err := o.Settings(ctx, v.CID); err != nil {
+				Fail(fmt.Sprintf("oracle settings: %v", err))
+			} else if s.Registry != nil {
+				violate(violation(ClauseTableRegistry, fmt.Sprintf("delete_vm of %s succeeded but the registry still holds its settings %s (a later VM could read them)", v.CID, excerpt(s.Registry)), x))
+			}
 		})
 
 		It(ClauseText(ClauseDeleteVMGone), labels("errors", cpiv2.MethodDeleteVM), func(ctx SpecContext) {

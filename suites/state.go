@@ -378,6 +378,15 @@ func (st *state) detach(ctx context.Context, t *Tracker, vmCID, disk string) {
 	x := st.client.Call(ctx, cpiv2.MethodDetachDisk, vmCID, vmCID, disk)
 	mustUnread(x, ClauseDetach)
 	t.Forget(Resource{Kind: KindAttachment, CID: disk, VM: vmCID})
+	if o := st.cfg.Oracle; o != nil {
+		od, ok, err := o.Disk(ctx, disk)
+		if err != nil {
+			Fail(fmt.Sprintf("oracle disk %s: %v", disk, err))
+		}
+		if !ok || od.AttachedTo != "" {
+			violate(violation(ClauseDetach, fmt.Sprintf("detach_disk of %s from %s succeeded, but the IaaS shows it attached to %q (exists: %v)", disk, vmCID, od.AttachedTo, ok), x))
+		}
+	}
 }
 
 // checkDiskAsAsked checks, with an oracle, that the disk create_disk named
