@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -80,7 +81,21 @@ func (st *state) teardown(ctx SpecContext) {
 		return
 	}
 	st.created = append(st.created, st.shared.Resources()...)
-	if err := st.shared.Cleanup(ctx); err != nil {
+	err := st.shared.Cleanup(ctx)
+	// What specs could not delete (a disk a broken detach left on a shared
+	// VM): try again now that the shared VMs are gone. Those specs already
+	// failed for it; only what still cannot be deleted fails here.
+	st.leftMu.Lock()
+	left := NewTracker(st.client)
+	for _, r := range st.leftover {
+		if r.Kind != KindAttachment {
+			left.Add(r)
+		}
+	}
+	st.leftover = nil
+	st.leftMu.Unlock()
+	err = errors.Join(err, left.Cleanup(withCleanup(ctx)))
+	if err != nil {
 		violate(violation(ClauseTeardown, err.Error(), nil))
 	}
 }

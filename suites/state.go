@@ -45,6 +45,9 @@ type state struct {
 
 	recMu sync.Mutex
 	rec   *recorder // the running spec's calls; guarded by recMu
+
+	leftMu   sync.Mutex
+	leftover []Resource // what specs could not clean up; guarded by leftMu
 }
 
 type setupState int
@@ -167,6 +170,11 @@ func (st *state) tracker() *Tracker {
 	t := NewTracker(st.client)
 	DeferCleanup(func(ctx SpecContext) {
 		if err := t.Cleanup(withCleanup(ctx)); err != nil {
+			// Tried again by the teardown, once the shared VMs that may
+			// hold them are gone.
+			st.leftMu.Lock()
+			st.leftover = append(st.leftover, t.Failed()...)
+			st.leftMu.Unlock()
 			violate(violation(ClauseTeardown, err.Error(), nil))
 		}
 	})

@@ -46,6 +46,7 @@ type Tracker struct {
 	client *Client
 	mu     sync.Mutex
 	res    []Resource
+	failed []Resource // what Cleanup could not delete; guarded by mu
 }
 
 // NewTracker returns a tracker that cleans up through c.
@@ -63,6 +64,14 @@ func (t *Tracker) Forget(r Resource) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.res = slices.DeleteFunc(t.res, func(x Resource) bool { return x == r })
+}
+
+// Failed returns what Cleanup could not delete (to try again later, when
+// what held it is gone).
+func (t *Tracker) Failed() []Resource {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.failed)
 }
 
 // Resources returns what is tracked, oldest first.
@@ -97,6 +106,9 @@ func (t *Tracker) Cleanup(ctx context.Context) error {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("cleaning up %s: %w", r, err))
 					mu.Unlock()
+					t.mu.Lock()
+					t.failed = append(t.failed, r)
+					t.mu.Unlock()
 				}
 			})
 		}
