@@ -5,14 +5,16 @@ PKGS      := ./...
 # Packages with concurrency that must stay clean under the race detector.
 RACE_PKGS := ./rt/... ./cpiv2/... ./fakeiaas/... ./mbus/... ./agent/... ./director/... ./simulator/... ./testbed/...
 FUZZTIME  ?= 10s
+# The commit `cpilab --version` reports when the toolchain does not stamp it.
+COMMIT    := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 
-.PHONY: all build test certify bench fuzz vet fmt clean interop
+.PHONY: all build test certify bench fuzz vet fmt clean interop deps
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/cpilab ./cmd/cpilab
+	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN)/cpilab ./cmd/cpilab
 	$(GO) build -o $(BIN)/fakeiaas-cpi ./cmd/fakeiaas-cpi
 
 # make test: vet, format check, unit and suite tests (with a throw-away
@@ -47,6 +49,11 @@ interop:
 # Each fuzz target runs for FUZZTIME (make fuzz FUZZTIME=60s for the long run).
 fuzz:
 	@./scripts/fuzz.sh $(FUZZTIME)
+
+# System tools some tests use (Chromium renders the HTML report); the tests
+# call this themselves when the tool is missing.
+deps:
+	./scripts/install-deps.sh chromium
 
 clean:
 	rm -rf $(BIN)

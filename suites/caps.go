@@ -54,6 +54,6 @@ func requireLabelledCaps(cfg Config) {
 		if !known {
 			why = fmt.Sprintf("unknown capability %q", name)
 		}
-		Skip("not checked: " + why)
+		skipWith("not checked: " + why)
 	}
 }

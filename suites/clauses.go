@@ -1,48 +1,167 @@
 package suites
 
-// The clauses the specs cite. Each It text starts with its clause, and each
-// failure names the clause that broke (which may be a wire clause of §1
-// when the call that showed it was about something else).
-const (
-	ClauseProtocol   = "CONTRACTS §1: one JSON object on stdout with result, error ({type, message, ok_to_retry: bool} or null) and log (a string); result null beside an error"
-	ClauseExitStatus = "CONTRACTS §1: exit status 0, even with an error object (the bosh CLI fails the call otherwise)"
-	ClauseTimeout    = "CONTRACTS §1: the CPI answers and exits (within the call timeout)"
-	ClauseRun        = "CONTRACTS §1: the CPI executable runs (one process per call)"
-	ClauseParallel   = "CONTRACTS §1: calls for different resources run in parallel (each its own process) without crossed results"
-
-	ClauseInfo          = "CONTRACTS §2: info returns {stemcell_formats: [...], api_version: N (v2+)}"
-	ClauseStemcell      = "CONTRACTS §2: create_stemcell returns a stemcell_cid, delete_stemcell null"
-	ClauseCreateVM      = "CONTRACTS §2/§4: create_vm returns a vm_cid at api_version 1 and [vm_cid, networks] at 2+"
-	ClauseHasVM         = "CONTRACTS §2: has_vm is true after create_vm and false after delete_vm"
-	ClauseHasDisk       = "CONTRACTS §2: has_disk is true after create_disk and false after delete_disk"
-	ClauseGetDisks      = "CONTRACTS §2: get_disks returns an array (never null) holding exactly the attached disks"
-	ClauseAttachHint    = "CONTRACTS §2/§4: attach_disk returns null at api_version 1 and a non-empty disk hint with string values at 2+"
-	ClauseDetach        = "CONTRACTS §2: detach_disk returns null and the disk is really detached"
-	ClauseRebootVM      = "CONTRACTS §2: reboot_vm returns null and the VM still exists"
-	ClauseVMMetadata    = "CONTRACTS §2: set_vm_metadata returns null and the metadata is really set"
-	ClauseDiskMetadata  = "CONTRACTS §2: set_disk_metadata returns null and the metadata is really set"
-	ClauseCalculate     = "CONTRACTS §2: calculate_vm_cloud_properties returns a cloud_properties hash"
-	ClauseResize        = "CONTRACTS §2/§3: resize_disk of a detached disk returns null and really changes the size (or NotSupported)"
-	ClauseUpdateDisk    = "CONTRACTS §2/§3: update_disk returns a disk_cid or null and really changes the size (or NotSupported)"
-	ClauseSnapshot      = "CONTRACTS §2: snapshot_disk returns a snapshot_cid, delete_snapshot null"
-	ClauseVMLocality    = "CONTRACTS §2: create_disk accepts a VM CID as locality hint and returns a disk_cid"
-	ClauseAttachTwice   = "CONTRACTS §7: attach_disk of a disk already attached to that VM succeeds (idempotent; google CPI 280)"
-	ClauseUnknownMethod = "CONTRACTS §3: an unknown method → NotImplemented"
-	ClauseMalformed     = "CONTRACTS §3: a malformed request → an error object (CpiError or InvalidCall), never a crash"
-	ClauseDeleteVMGone  = "CONTRACTS §3: delete_vm of a missing VM → VMNotFound or success"
-	ClauseDeleteDisk    = "CONTRACTS §3: delete_disk of a missing disk → DiskNotFound or success, never a generic CloudError"
-	ClauseDetachTwice   = "CONTRACTS §3: detach_disk of a detached disk → DiskNotAttached or success"
-	ClauseKnownTypes    = "CONTRACTS §3: every error type is one the Director knows"
-	ClauseRetry         = "CONTRACTS §3: a transient create_vm failure → VMCreationFailed with ok_to_retry, and the Director's retry succeeds without leaking a VM"
-
-	ClauseVersionCap    = "docs/seams.md cpi.json: debug.cpi.api_version caps the api_version info reports"
-	ClauseRefused       = "CONTRACTS §4: the current Director refuses a CPI without api_version ≥ 2, with a clear error"
-	ClauseNoRegistry    = "CONTRACTS §4: without a registry, create_vm on a stemcell 1 fails clearly (a known error type and a message) and leaves no VM"
-	ClauseTableRegistry = "CONTRACTS §4: the registry is updated exactly as the reference table says"
-	ClauseTableUserData = "CONTRACTS §4: agent settings are in the IaaS user-data exactly as the reference table says"
-	ClauseAgentPing     = "CONTRACTS §4/§5: the agent boots from the settings the CPI wrote and answers ping over the mbus"
-	ClauseAgentDisk     = "CONTRACTS §5: the agent resolves the disk hint (add_persistent_disk, mount_disk, add_dynamic_disk)"
-	ClauseSymlink       = "CONTRACTS §5: /var/vcap/data/dynamic_disks/<disk_cid> on the VM leads to the attached disk"
-	ClauseDataMoves     = "CONTRACTS §2: data written on a disk is read back on another VM after detach_disk and attach_disk"
-	ClauseNoLeak        = "CONTRACTS §2: after clean-up no VM, disk, stemcell or snapshot is left behind"
+import (
+	"slices"
+	"strings"
 )
+
+// The clauses the specs cite, by stable id (lowercase, dotted: area, then
+// name). Each id is documented in docs/contracts.md with what cpilab checks,
+// how each caller profile reacts and the upstream source; a test keeps the
+// two in step. Every It text starts with "<id>: <title>", and every failure
+// names the id of the clause that broke (which may be a wire clause when
+// the call that showed it was about something else).
+const (
+	ClauseProtocol   = "wire.one-object"
+	ClauseExitStatus = "wire.exit-status"
+	ClauseTimeout    = "wire.answers"
+	ClauseRun        = "wire.runs"
+	ClauseParallel   = "wire.parallel"
+
+	ClauseInfo          = "info.shape"
+	ClauseInfoVersion   = "info.api-version"
+	ClauseStemcell      = "stemcell.create-delete"
+	ClauseStemcellTruth = "stemcell.exists"
+	ClauseCreateVM      = "vm.create-shape"
+	ClauseHasVM         = "vm.has-vm"
+	ClauseDeleteVMDisks = "vm.delete-keeps-disks"
+	ClauseRebootVM      = "vm.reboot"
+	ClauseVMMetadata    = "vm.metadata"
+	ClauseCalculate     = "vm.cloud-properties"
+	ClauseRetry         = "vm.create-retry"
+	ClauseHasDisk       = "disk.has-disk"
+	ClauseCreateDisk    = "disk.create-as-asked"
+	ClauseVMLocality    = "disk.create-locality"
+	ClauseGetDisks      = "disk.get-disks"
+	ClauseAttachHint    = "disk.attach-hint"
+	ClauseHintDevice    = "disk.attach-hint-device"
+	ClauseAttachTwice   = "disk.attach-idempotent"
+	ClauseDetach        = "disk.detach"
+	ClauseDiskMetadata  = "disk.metadata"
+	ClauseResize        = "disk.resize"
+	ClauseUpdateDisk    = "disk.update"
+	ClauseSnapshot      = "snapshot.create-delete"
+	ClauseUnreadResult  = "results.unread"
+
+	ClauseUnknownMethod  = "errors.unknown-method"
+	ClauseMalformed      = "errors.malformed"
+	ClauseDeleteVMGone   = "errors.delete-vm-missing"
+	ClauseDeleteDisk     = "errors.delete-disk-missing"
+	ClauseDeleteSnapshot = "errors.delete-snapshot-missing"
+	ClauseDetachTwice    = "errors.detach-not-attached"
+	ClauseAttachGone     = "errors.attach-disk-missing"
+	ClauseMetadataGone   = "errors.vm-metadata-missing"
+	ClauseKnownTypes     = "errors.known-types"
+
+	ClauseVersionCap      = "version.cap"
+	ClauseRefused         = "version.refused"
+	ClauseRequiredVersion = "version.required"
+
+	ClauseNoRegistry    = "table.no-registry"
+	ClauseTableRegistry = "table.registry"
+	ClauseTableUserData = "table.user-data"
+	ClauseAgentPing     = "agent.ping"
+	ClauseAgentDisk     = "agent.disk"
+	ClauseSymlink       = "agent.link"
+	ClauseDataMoves     = "data.moves"
+
+	ClauseSetup    = "setup.context"
+	ClauseTeardown = "cleanup.teardown"
+	ClauseNoLeak   = "cleanup.no-leak"
+)
+
+// ClauseDoc describes one clause.
+type ClauseDoc struct {
+	// ID is the stable id, e.g. "errors.delete-disk-missing".
+	ID string
+	// Title says in one line what the clause asks of a CPI.
+	Title string
+}
+
+// AllClauses is every clause the suites cite, in the order of
+// docs/contracts.md.
+var AllClauses = []ClauseDoc{
+	{ClauseProtocol, "one JSON object on stdout with result, error ({type, message, ok_to_retry: bool} or null) and log (a string); result null beside an error"},
+	{ClauseExitStatus, "exit status 0, even with an error object (the bosh CLI fails the call otherwise)"},
+	{ClauseTimeout, "the CPI answers and exits within the call timeout"},
+	{ClauseRun, "the CPI executable runs, one process per call"},
+	{ClauseParallel, "calls for different resources run in parallel, each its own process, without crossed results"},
+
+	{ClauseInfo, "info returns {stemcell_formats: [...], api_version: N}"},
+	{ClauseInfoVersion, "info's api_version is an integer the caller can use (and at least the version required)"},
+	{ClauseStemcell, "create_stemcell returns a stemcell_cid, delete_stemcell null"},
+	{ClauseStemcellTruth, "the stemcell create_stemcell named exists in the IaaS"},
+	{ClauseCreateVM, "create_vm returns a vm_cid at api_version 1 and [vm_cid, networks] at 2+"},
+	{ClauseHasVM, "has_vm is true after create_vm and false after delete_vm; the IaaS agrees"},
+	{ClauseDeleteVMDisks, "delete_vm of a VM with persistent disks attached removes the VM and keeps every disk and its data"},
+	{ClauseRebootVM, "reboot_vm succeeds and the VM still exists"},
+	{ClauseVMMetadata, "set_vm_metadata succeeds and the metadata is really set"},
+	{ClauseCalculate, "calculate_vm_cloud_properties returns a cloud_properties hash"},
+	{ClauseRetry, "a transient create_vm failure is VMCreationFailed with ok_to_retry, and the Director's retry succeeds without leaking a VM"},
+	{ClauseHasDisk, "has_disk is true after create_disk and false after delete_disk"},
+	{ClauseCreateDisk, "create_disk makes a disk of the size and cloud_properties asked for"},
+	{ClauseVMLocality, "create_disk accepts a VM CID as locality hint and returns a disk_cid"},
+	{ClauseGetDisks, "get_disks returns an array (never null) holding exactly the attached disks"},
+	{ClauseAttachHint, "attach_disk returns null at api_version 1 and a non-empty disk hint with string values at 2+"},
+	{ClauseHintDevice, "attach_disk's hint names the device the IaaS attached for that disk"},
+	{ClauseAttachTwice, "attach_disk of a disk already attached to that VM succeeds (idempotent)"},
+	{ClauseDetach, "detach_disk succeeds and the disk is really detached"},
+	{ClauseDiskMetadata, "set_disk_metadata succeeds and the metadata is really set"},
+	{ClauseResize, "resize_disk of a detached disk really changes the size (or NotSupported)"},
+	{ClauseUpdateDisk, "update_disk returns a disk_cid or null and really changes the size (or NotSupported)"},
+	{ClauseSnapshot, "snapshot_disk returns a snapshot_cid that exists, delete_snapshot removes it"},
+	{ClauseUnreadResult, "results no caller reads (reboot_vm, delete_*, set_*_metadata, detach_disk) should be null (a warning, never a failure)"},
+
+	{ClauseUnknownMethod, "an unknown method → NotImplemented"},
+	{ClauseMalformed, "a malformed request → an error object (CloudError, CpiError or InvalidCall), never a crash"},
+	{ClauseDeleteVMGone, "delete_vm of a missing VM → success or VMNotFound"},
+	{ClauseDeleteDisk, "delete_disk of a missing disk → success or DiskNotFound, never a generic CloudError"},
+	{ClauseDeleteSnapshot, "delete_snapshot of a missing snapshot → success or the not-found type, never a generic CloudError"},
+	{ClauseDetachTwice, "detach_disk of a detached disk → success or DiskNotAttached"},
+	{ClauseAttachGone, "attach_disk of a deleted disk fails with a typed error"},
+	{ClauseMetadataGone, "set_vm_metadata of a deleted VM fails with a typed error"},
+	{ClauseKnownTypes, "every error type is one the Director knows"},
+
+	{ClauseVersionCap, "debug.cpi.api_version in the CPI config caps the api_version info reports"},
+	{ClauseRefused, "the current Director refuses a CPI without api_version ≥ 2, with a clear error"},
+	{ClauseRequiredVersion, "the CPI reports at least the api_version certify was asked to require"},
+
+	{ClauseNoRegistry, "without a registry, create_vm on a stemcell 1 fails clearly (a known error type and a message) and leaves no VM"},
+	{ClauseTableRegistry, "the registry is updated exactly as the reference table says"},
+	{ClauseTableUserData, "agent settings are in the IaaS user-data exactly as the reference table says"},
+	{ClauseAgentPing, "the agent boots from the settings the CPI wrote and answers ping over the mbus"},
+	{ClauseAgentDisk, "the agent finds the disk through the hint (add_persistent_disk, mount_disk, add_dynamic_disk)"},
+	{ClauseSymlink, "/var/vcap/data/dynamic_disks/<disk_cid> on the VM leads to the device the IaaS attached"},
+	{ClauseDataMoves, "data written on a disk is read back on another VM after detach_disk and attach_disk"},
+
+	{ClauseSetup, "the setup succeeds: info and, in contract contexts, the shared stemcell, VMs and disks"},
+	{ClauseTeardown, "the context's teardown deletes what it shared"},
+	{ClauseNoLeak, "after clean-up no VM, disk, stemcell or snapshot is left behind"},
+}
+
+// ClauseTitle returns the title of clause id ("" when unknown).
+func ClauseTitle(id string) string {
+	i := slices.IndexFunc(AllClauses, func(c ClauseDoc) bool { return c.ID == id })
+	if i < 0 {
+		return ""
+	}
+	return AllClauses[i].Title
+}
+
+// ClauseText is "<id>: <title>", as spec names and failures show a clause.
+func ClauseText(id string) string {
+	if t := ClauseTitle(id); t != "" {
+		return id + ": " + t
+	}
+	return id
+}
+
+// ClauseOf returns the clause id a spec text or a clause text starts with
+// ("" when none).
+func ClauseOf(text string) string {
+	id, _, _ := strings.Cut(text, ":")
+	if ClauseTitle(id) == "" {
+		return ""
+	}
+	return id
+}

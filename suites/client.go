@@ -41,7 +41,7 @@ func NewClient(ctx context.Context, cfg Config, p cpiv2.Profile, s Switch) (*Cli
 	}
 	c := &Client{Profile: p, Switch: s, stemcellOf: map[string]int{}, w: &wire{
 		command: argv, timeout: cfg.Timeouts.Call, directorUUID: cfg.RunID + "-director",
-		seq: new(atomic.Int64),
+		seq: new(atomic.Int64), noRequestID: p.Name == cpiv2.ProfileCLI.Name,
 	}}
 	x := c.w.call(ctx, cpiv2.MethodInfo, nil, p.InfoAPIVersion, 0)
 	if err := x.Err(); err != nil {
@@ -55,10 +55,8 @@ func NewClient(ctx context.Context, cfg Config, p cpiv2.Profile, s Switch) (*Cli
 		return nil, x, fmt.Errorf("%w: info result must be a hash {stemcell_formats, api_version}, got %s", ErrProtocol, excerpt(x.Response.Result))
 	}
 	c.Info.StemcellFormats = raw.StemcellFormats
-	if len(raw.APIVersion) > 0 && string(raw.APIVersion) != "null" {
-		if err := json.Unmarshal(raw.APIVersion, &c.CPIMax); err != nil || c.CPIMax < 1 {
-			return nil, x, fmt.Errorf("%w: info api_version must be a positive integer, got %s", ErrProtocol, excerpt(raw.APIVersion))
-		}
+	if c.CPIMax, err = infoAPIVersion(p, raw.APIVersion); err != nil {
+		return nil, x, err
 	}
 	c.Info.APIVersion = c.CPIMax
 	c.APIVersion, err = negotiate(p, c.CPIMax)
@@ -66,6 +64,28 @@ func NewClient(ctx context.Context, cfg Config, p cpiv2.Profile, s Switch) (*Cli
 		return c, x, err
 	}
 	return c, x, nil
+}
+
+// infoAPIVersion reads info's api_version as caller p does: absent means a
+// CPI at api_version 1 (0 returned); null, a string or a value below 1 is
+// an error for every caller. The bosh CLI takes any JSON number and drops
+// its fraction (cloud.go infoParser); the Director needs an integer.
+func infoAPIVersion(p cpiv2.Profile, raw json.RawMessage) (int, error) {
+	if len(raw) == 0 {
+		return 0, nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || string(raw) == "null" {
+		return 0, fmt.Errorf("%w: info api_version must be an integer, got %s", ErrInfoVersion, excerpt(raw))
+	}
+	v := int(f)
+	if float64(v) != f && p.Name != cpiv2.ProfileCLI.Name {
+		return 0, fmt.Errorf("%w: info api_version must be an integer, got %s (the bosh CLI would truncate it; the Director cannot use it)", ErrInfoVersion, excerpt(raw))
+	}
+	if v < 1 {
+		return 0, fmt.Errorf("%w: info api_version must be at least 1, got %s", ErrInfoVersion, excerpt(raw))
+	}
+	return v, nil
 }
 
 // Call sends one request with the negotiated api_version; vmCID, when not

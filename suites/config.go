@@ -48,6 +48,16 @@ type Config struct {
 	// RerunCommand, when set, is the command that reruns one spec given its
 	// focus regexp (shown with each failure), e.g. "cpilab certify --focus".
 	RerunCommand func(focus string) string
+	// Strict turns every "not checked" into a failure (for CI): a spec that
+	// cannot check its clause fails, saying why, instead of being skipped.
+	// What does not apply at all (update_disk at api_version 1) and what
+	// the Director handles (NotSupported from resize_disk) stay skips.
+	// Default false.
+	Strict bool
+	// RequireAPIVersion, when > 0, fails every setup whose CPI reports a
+	// lower api_version in info (clause version.required). Setups that cap
+	// the CPI's version on purpose are not concerned. Default 0: any.
+	RequireAPIVersion int
 }
 
 // Target is how to run the CPI under test.
@@ -122,6 +132,20 @@ type Environment struct {
 	// ResizeToMiB is the size resize_disk and update_disk grow them to
 	// (default 2048).
 	ResizeToMiB int
+	// HintStyles names VM cloud_properties that make the CPI answer
+	// attach_disk in each disk hint style it has (merged over
+	// VMCloudProperties), e.g. {"lun": {"disk_hint": "lun"}} on the
+	// embedded cloud. The hint spec checks every style, with two disks on
+	// one VM. Default: one style, VMCloudProperties as they are.
+	HintStyles map[string]cpiv2.CloudProps
+	// ResolverStemcells are stemcells by agent device resolver ("identity",
+	// "mapped", "virtio", "scsi") and api_version, for the reference-table
+	// rows that name a resolver; ResolverVMCloudProperties are merged over
+	// VMCloudProperties in those rows (a hint style the resolver can use).
+	// A row whose resolver has no stemcell here uses Stemcells and says so
+	// in its report (entry "resolver"). Default: none.
+	ResolverStemcells         map[string]map[int]Stemcell
+	ResolverVMCloudProperties map[string]cpiv2.CloudProps
 }
 
 // Stemcell is one stemcell image.
@@ -198,10 +222,16 @@ type OracleVM struct {
 
 // OracleDisk is a disk as the IaaS holds it.
 type OracleDisk struct {
-	SizeMiB    int
-	Metadata   map[string]string
-	AttachedTo string // VM CID, "" when detached
-	Device     string // device name on that VM, e.g. "sdc"
+	SizeMiB  int
+	Metadata map[string]string
+	// CloudProperties are the cloud_properties the disk was created with,
+	// as the IaaS recorded them (nil: none).
+	CloudProperties json.RawMessage
+	AttachedTo      string // VM CID, "" when detached
+	Device          string // device name on that VM, e.g. "sdc"
+	// LUN is the disk's SCSI LUN (and SCSI target) on that VM; -1 when the
+	// IaaS has none.
+	LUN int
 }
 
 // OracleSettings is where a VM's agent settings are.
@@ -214,7 +244,7 @@ type OracleSettings struct {
 	UserData json.RawMessage
 }
 
-// Agents talks to agents over the mbus (CONTRACTS §5).
+// Agents talks to agents over the mbus (the agent protocol).
 type Agents interface {
 	// Ping waits, up to ctx's deadline, until the agent answers ping.
 	Ping(ctx context.Context, agentID string) error
@@ -249,4 +279,18 @@ type Faults interface {
 	// FailVMCreations makes the next n VM creations fail as a transient
 	// IaaS capacity error; clear removes the fault.
 	FailVMCreations(ctx context.Context, n int) (clear func() error, err error)
+	// Hold makes the IaaS hold every request of one kind (a CPI method
+	// name, e.g. "create_disk") before applying it, until the gate is
+	// released: the parallel spec uses it to have many calls in flight at
+	// once.
+	Hold(ctx context.Context, method string) (Gate, error)
+}
+
+// Gate holds IaaS requests (Faults.Hold).
+type Gate interface {
+	// Waiting returns how many requests the gate holds now.
+	Waiting(ctx context.Context) (int, error)
+	// Release lets every held and later request through and removes the
+	// gate.
+	Release(ctx context.Context) error
 }

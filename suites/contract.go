@@ -1,7 +1,6 @@
 package suites
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,6 +19,13 @@ type ContractContext struct {
 	Switch  Switch
 	// Stemcell is the stemcell api_version used for VMs (1 or 2).
 	Stemcell int
+	// Thorough adds the checks whose outcome does not depend on the caller
+	// profile, only on the api_version's shapes, and which cost many calls:
+	// every hint style of the environment, the data kept across delete_vm
+	// (over SFTP) and the 8-call parallel proof. DefaultContexts marks one
+	// context per api_version family (2+ and 1); the other contexts check
+	// the hint of the default style and the disks kept by delete_vm.
+	Thorough bool
 }
 
 // APIVersion is the api_version the context negotiates with a CPI that
@@ -38,10 +44,10 @@ func capOr3(c int) int {
 
 // DefaultContexts covers api_version 1, 2 and 3 and every caller profile.
 var DefaultContexts = []ContractContext{
-	{Name: "director-current.api3", Profile: cpiv2.ProfileDirectorCurrent, Switch: Switch{NoRegistry: true}, Stemcell: 2},
+	{Name: "director-current.api3", Profile: cpiv2.ProfileDirectorCurrent, Switch: Switch{NoRegistry: true}, Stemcell: 2, Thorough: true},
 	{Name: "director-v2.api2", Profile: cpiv2.ProfileDirectorV2, Stemcell: 2},
 	{Name: "director-v2.cpi1", Profile: cpiv2.ProfileDirectorV2, Switch: Switch{APIVersionCap: 1}, Stemcell: 1},
-	{Name: "director-v1.api1", Profile: cpiv2.ProfileDirectorV1, Stemcell: 1},
+	{Name: "director-v1.api1", Profile: cpiv2.ProfileDirectorV1, Stemcell: 1, Thorough: true},
 	{Name: "cli.api2", Profile: cpiv2.ProfileCLI, Stemcell: 2},
 }
 
@@ -70,56 +76,39 @@ func contractContext(cfg *Config, cc ContractContext) {
 	var stemcell, mainVM, ghostVM, ghostDisk string
 	lbl := Label("row:"+cc.Name, "profile:"+cc.Profile.Name, fmt.Sprintf("api:%d", cc.APIVersion()))
 	Context(cc.Name, lbl, Ordered, ContinueOnFailure, func() {
-		BeforeAll(func(ctx SpecContext) {
+		BeforeAll(func() {
 			st.cfg = cfg.withDefaults()
+			st.name = "context " + cc.Name
 			st.names = &names{prefix: st.cfg.RunID + "-" + strings.ReplaceAll(cc.Name, ".", "-")}
-			if _, st.skip = st.stemcellFor(cc.Stemcell); st.skip != "" {
-				return
-			}
-			if _, st.skip = st.connect(ctx, false); st.skip != "" {
-				return
-			}
-			var before *Inventory
-			if st.cfg.Oracle != nil {
-				inv, err := st.cfg.Oracle.Inventory(ctx)
-				if err != nil {
-					Fail(fmt.Sprintf("oracle inventory: %v", err))
-				}
-				before = &inv
-			}
-			// After the context: delete what it shares, then ask the IaaS
-			// whether anything the context made, passed or failed, is left.
-			DeferCleanup(func(ctx SpecContext) {
-				if err := st.shared.Cleanup(ctx); err != nil {
-					violate(violation(ClauseNoLeak, err.Error(), nil))
-				}
-				if before == nil {
+			st.setup = func(ctx SpecContext) {
+				if _, st.skip = st.stemcellFor(cc.Stemcell); st.skip != "" {
 					return
 				}
-				after, err := st.cfg.Oracle.Inventory(ctx)
-				if err != nil {
-					Fail(fmt.Sprintf("oracle inventory: %v", err))
+				st.takeInventory(ctx)
+				if _, st.skip = st.connect(ctx, false); st.skip != "" {
+					return
 				}
-				if l := leaked(*before, after); len(l) > 0 {
-					violate(violation(ClauseNoLeak, fmt.Sprintf("context %s left %s in the IaaS", cc.Name, strings.Join(l, ", ")), nil))
-				}
-			})
-			stemcell = st.createStemcell(ctx, st.shared, cc.Stemcell)
-			mainVM = st.createVM(ctx, st.shared, stemcell, cc.Stemcell).CID
-			g := st.createVM(ctx, st.shared, stemcell, cc.Stemcell)
-			mustNull(st.client.Call(ctx, cpiv2.MethodDeleteVM, g.CID, g.CID), ClauseHasVM)
-			st.shared.Forget(Resource{Kind: KindVM, CID: g.CID})
-			ghostVM = g.CID
-			ghostDisk = st.createDisk(ctx, st.shared, st.cfg.Env.DiskSizeMiB, "")
-			mustNull(st.client.Call(ctx, cpiv2.MethodDeleteDisk, "", ghostDisk), ClauseHasDisk)
-			st.shared.Forget(Resource{Kind: KindDisk, CID: ghostDisk})
+				stemcell = st.createStemcell(ctx, st.shared, cc.Stemcell)
+				mainVM = st.createVM(ctx, st.shared, stemcell, cc.Stemcell).CID
+				g := st.createVM(ctx, st.shared, stemcell, cc.Stemcell)
+				mustUnread(st.client.Call(ctx, cpiv2.MethodDeleteVM, g.CID, g.CID), ClauseSetup)
+				st.shared.Forget(Resource{Kind: KindVM, CID: g.CID})
+				ghostVM = g.CID
+				ghostDisk = st.createDisk(ctx, st.shared, st.cfg.Env.DiskSizeMiB, "")
+				mustUnread(st.client.Call(ctx, cpiv2.MethodDeleteDisk, "", ghostDisk), ClauseSetup)
+				st.shared.Forget(Resource{Kind: KindDisk, CID: ghostDisk})
+			}
 		})
-		BeforeEach(func() {
+		BeforeEach(func(ctx SpecContext) { st.beforeSpec(ctx) })
+		AfterAll(func(ctx SpecContext) { st.afterContainer(ctx) })
+
+		It(ClauseText(ClauseSetup), labels("setup", cpiv2.MethodInfo, cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM,
+			cpiv2.MethodDeleteVM, cpiv2.MethodCreateDisk, cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
+			st.ensureSetup(ctx)
 			st.skipIfSkipped()
-			requireLabelledCaps(st.cfg)
 		})
 
-		It(ClauseInfo, labels("shapes", cpiv2.MethodInfo), func(ctx SpecContext) {
+		It(ClauseText(ClauseInfo), labels("shapes", cpiv2.MethodInfo), func(ctx SpecContext) {
 			x := st.client.CallRaw(ctx, cpiv2.MethodInfo, st.profile.InfoAPIVersion, 0)
 			mustOK(x, ClauseInfo)
 			var info struct {
@@ -135,33 +124,39 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseStemcell, labels("shapes", cpiv2.MethodCreateStemcell, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
+		It(ClauseText(ClauseStemcell), labels("shapes", cpiv2.MethodCreateStemcell, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
 			t := st.tracker()
 			cid := st.createStemcell(ctx, t, cc.Stemcell)
-			mustNull(st.client.Call(ctx, cpiv2.MethodDeleteStemcell, "", cid), ClauseStemcell)
+			x := st.client.Call(ctx, cpiv2.MethodDeleteStemcell, "", cid)
+			mustUnread(x, ClauseStemcell)
 			t.Forget(Resource{Kind: KindStemcell, CID: cid})
+			if o := st.cfg.Oracle; o != nil {
+				if inv := st.inventory(ctx); slices.Contains(inv.Stemcells, cid) {
+					violate(violation(ClauseStemcellTruth, fmt.Sprintf("delete_stemcell of %s succeeded, but the IaaS still has it", cid), x))
+				}
+			}
 		})
 
-		It(ClauseCreateVM, labels("shapes", cpiv2.MethodCreateVM), func(ctx SpecContext) {
-			// BeforeAll already created two VMs and checked their shape; this
+		It(ClauseText(ClauseCreateVM), labels("shapes", cpiv2.MethodCreateVM), func(ctx SpecContext) {
+			// The setup already created two VMs and checked their shape; this
 			// spec makes the check visible on its own, with networks.
 			st.createVM(ctx, st.tracker(), stemcell, cc.Stemcell)
 		})
 
-		It(ClauseHasVM, labels("truth", cpiv2.MethodHasVM, cpiv2.MethodDeleteVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseHasVM), labels("truth", cpiv2.MethodCreateVM, cpiv2.MethodHasVM, cpiv2.MethodDeleteVM), func(ctx SpecContext) {
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
 			if ok, x := st.callBool(ctx, ClauseHasVM, cpiv2.MethodHasVM, v.CID); !ok {
 				violate(violation(ClauseHasVM, "has_vm returned false for a VM it just created", x))
 			}
-			mustNull(st.client.Call(ctx, cpiv2.MethodDeleteVM, v.CID, v.CID), ClauseHasVM)
+			mustUnread(st.client.Call(ctx, cpiv2.MethodDeleteVM, v.CID, v.CID), ClauseHasVM)
 			t.Forget(Resource{Kind: KindVM, CID: v.CID})
 			if ok, x := st.callBool(ctx, ClauseHasVM, cpiv2.MethodHasVM, v.CID); ok {
 				violate(violation(ClauseHasVM, "has_vm returned true for a VM it just deleted", x))
 			}
 		})
 
-		It(ClauseHasVM+" (IaaS state)", labels("iaas", cpiv2.MethodCreateVM, cpiv2.MethodDeleteVM), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseHasVM)+" (IaaS state)", labels("iaas", cpiv2.MethodCreateVM, cpiv2.MethodDeleteVM), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
@@ -169,14 +164,19 @@ func contractContext(cfg *Config, cc ContractContext) {
 				violate(violation(ClauseHasVM, fmt.Sprintf("create_vm returned %s but the IaaS has no such VM (oracle: %v)", v.CID, err), v.X))
 			}
 			x := st.client.Call(ctx, cpiv2.MethodDeleteVM, v.CID, v.CID)
-			mustNull(x, ClauseHasVM)
+			mustUnread(x, ClauseHasVM)
 			t.Forget(Resource{Kind: KindVM, CID: v.CID})
 			if _, ok, err := o.VM(ctx, v.CID); err != nil || ok {
-				violate(violation(ClauseHasVM, fmt.Sprintf("delete_vm returned null but the IaaS still has VM %s (oracle: %v)", v.CID, err), x))
+				violate(violation(ClauseHasVM, fmt.Sprintf("delete_vm succeeded but the IaaS still has VM %s (oracle: %v)", v.CID, err), x))
+			}
+			if s, err := o.Settings(ctx, v.CID); err != nil {
+				Fail(fmt.Sprintf("oracle settings: %v", err))
+			} else if s.Registry != nil {
+				violate(violation(ClauseTableRegistry, fmt.Sprintf("delete_vm of %s succeeded but the registry still holds its settings %s (a later VM could read them)", v.CID, excerpt(s.Registry)), x))
 			}
 		})
 
-		It(ClauseDeleteVMGone, labels("errors", cpiv2.MethodDeleteVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseDeleteVMGone), labels("errors", cpiv2.MethodDeleteVM), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodDeleteVM, "", ghostVM)
 			checkWire(x)
 			if e := x.Response.Error; e != nil && e.Type != cpiv2.TypeVMNotFound {
@@ -184,39 +184,55 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseHasDisk, labels("truth", cpiv2.MethodHasDisk, cpiv2.MethodCreateDisk, cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseHasDisk), labels("truth", cpiv2.MethodHasDisk, cpiv2.MethodCreateDisk, cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
 			if ok, x := st.callBool(ctx, ClauseHasDisk, cpiv2.MethodHasDisk, d); !ok {
 				violate(violation(ClauseHasDisk, "has_disk returned false for a disk it just created", x))
 			}
-			mustNull(st.client.Call(ctx, cpiv2.MethodDeleteDisk, "", d), ClauseHasDisk)
+			mustUnread(st.client.Call(ctx, cpiv2.MethodDeleteDisk, "", d), ClauseHasDisk)
 			t.Forget(Resource{Kind: KindDisk, CID: d})
 			if ok, x := st.callBool(ctx, ClauseHasDisk, cpiv2.MethodHasDisk, d); ok {
 				violate(violation(ClauseHasDisk, "has_disk returned true for a disk it just deleted", x))
 			}
 		})
 
-		It(ClauseDeleteDisk, labels("errors", cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseCreateDisk), labels("iaas", cpiv2.MethodCreateDisk), capOracle, func(ctx SpecContext) {
+			st.oracle()
+			// A size that is no multiple of a GiB: a cloud may round it up
+			// to the next GiB, never down. createDisk checks size and
+			// cloud_properties against the oracle.
+			st.createDisk(ctx, st.tracker(), st.cfg.Env.DiskSizeMiB+3, "")
+		})
+
+		It(ClauseText(ClauseDeleteDisk), labels("errors", cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodDeleteDisk, "", ghostDisk)
 			checkWire(x)
 			if e := x.Response.Error; e != nil && e.Type != cpiv2.TypeDiskNotFound {
-				violate(violation(ClauseDeleteDisk, fmt.Sprintf("delete_disk of deleted disk %s returned %s: %q (a generic error breaks the Director's orphan clean-up, bosh 1242)", ghostDisk, e.Type, e.Message), x))
+				violate(violation(ClauseDeleteDisk, fmt.Sprintf("delete_disk of deleted disk %s returned %s: %q (a generic error breaks the Director's orphan disk clean-up)", ghostDisk, e.Type, e.Message), x))
 			}
 		})
 
-		It(ClauseVMLocality, labels("shapes", cpiv2.MethodCreateDisk), func(ctx SpecContext) {
-			t := st.tracker()
-			st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
+		It(ClauseText(ClauseVMLocality), labels("shapes", cpiv2.MethodCreateDisk), func(ctx SpecContext) {
+			st.createDisk(ctx, st.tracker(), st.cfg.Env.DiskSizeMiB, mainVM)
 		})
 
-		It(ClauseAttachHint, labels("hints", cpiv2.MethodAttachDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseAttachHint), labels("hints", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
 			st.attach(ctx, t, mainVM, d)
 		})
 
-		It(ClauseGetDisks, labels("truth", cpiv2.MethodGetDisks), func(ctx SpecContext) {
+		hintText := " (two disks on one VM)"
+		if cc.Thorough {
+			hintText = " (two disks on one VM, every hint style)"
+		}
+		It(ClauseText(ClauseHintDevice)+hintText, labels("hints", cpiv2.MethodCreateVM, cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), capOracle, func(ctx SpecContext) {
+			st.oracle()
+			st.checkHintDevices(ctx, stemcell, cc.Stemcell, cc.Thorough)
+		})
+
+		It(ClauseText(ClauseGetDisks), labels("truth", cpiv2.MethodCreateVM, cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk, cpiv2.MethodGetDisks, cpiv2.MethodDetachDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
 			if got, x := st.getDisks(ctx, v.CID); len(got) != 0 {
@@ -237,7 +253,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseDetach+" (IaaS state)", labels("iaas", cpiv2.MethodAttachDisk, cpiv2.MethodDetachDisk), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseDetach)+" (IaaS state)", labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk, cpiv2.MethodDetachDisk), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
@@ -246,14 +262,14 @@ func contractContext(cfg *Config, cc ContractContext) {
 				violate(violation(ClauseDetach, fmt.Sprintf("attach_disk returned success but the IaaS shows disk %s attached to %q (oracle: %v)", d, od.AttachedTo, err), ax))
 			}
 			x := st.client.Call(ctx, cpiv2.MethodDetachDisk, mainVM, mainVM, d)
-			mustNull(x, ClauseDetach)
+			mustUnread(x, ClauseDetach)
 			t.Forget(Resource{Kind: KindAttachment, CID: d, VM: mainVM})
 			if od, ok, err := o.Disk(ctx, d); err != nil || !ok || od.AttachedTo != "" {
-				violate(violation(ClauseDetach, fmt.Sprintf("detach_disk returned null but the IaaS shows disk %s still attached to %q (oracle: %v)", d, od.AttachedTo, err), x))
+				violate(violation(ClauseDetach, fmt.Sprintf("detach_disk succeeded but the IaaS shows disk %s still attached to %q (oracle: %v)", d, od.AttachedTo, err), x))
 			}
 		})
 
-		It(ClauseDetachTwice, labels("errors", cpiv2.MethodDetachDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseDetachTwice), labels("errors", cpiv2.MethodCreateDisk, cpiv2.MethodDetachDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
 			x := st.client.Call(ctx, cpiv2.MethodDetachDisk, mainVM, mainVM, d)
@@ -263,7 +279,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseAttachTwice, labels("errors", cpiv2.MethodAttachDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseAttachTwice), labels("errors", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, mainVM)
 			st.attach(ctx, t, mainVM, d)
@@ -275,8 +291,36 @@ func contractContext(cfg *Config, cc ContractContext) {
 			st.checkHint(x)
 		})
 
-		It(ClauseUnknownMethod, labels("errors", "unknown"), func(ctx SpecContext) {
-			x := st.client.Call(ctx, "cpilab_no_such_method", "", "x")
+		It(ClauseText(ClauseAttachGone), labels("errors", cpiv2.MethodAttachDisk), func(ctx SpecContext) {
+			x := st.client.Call(ctx, cpiv2.MethodAttachDisk, mainVM, mainVM, ghostDisk)
+			checkWire(x)
+			e := x.Response.Error
+			if e == nil {
+				st.tracker().Add(Resource{Kind: KindAttachment, CID: ghostDisk, VM: mainVM})
+				violate(violation(ClauseAttachGone, fmt.Sprintf("attach_disk of deleted disk %s to %s succeeded: the Director would record an attachment that does not exist", ghostDisk, mainVM), x))
+			}
+			if !e.Type.Known() {
+				violate(violation(ClauseAttachGone, fmt.Sprintf("attach_disk of deleted disk %s returned error type %q, which the Director treats as unknown", ghostDisk, e.Type), x))
+			}
+		})
+
+		It(ClauseText(ClauseMetadataGone), labels("errors", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
+			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, ghostVM, ghostVM, map[string]string{"deployment": st.names.next("dep")})
+			checkWire(x)
+			e := x.Response.Error
+			if e == nil {
+				violate(violation(ClauseMetadataGone, fmt.Sprintf("set_vm_metadata of deleted VM %s succeeded", ghostVM), x))
+			}
+			if e.Type == cpiv2.TypeNotImplemented {
+				skipWith("not checked: the CPI answers NotImplemented for set_vm_metadata (the Director skips it)")
+			}
+			if !e.Type.Known() {
+				violate(violation(ClauseMetadataGone, fmt.Sprintf("set_vm_metadata of deleted VM %s returned error type %q, which the Director treats as unknown", ghostVM, e.Type), x))
+			}
+		})
+
+		It(ClauseText(ClauseUnknownMethod), labels("errors", methodUnknown), func(ctx SpecContext) {
+			x := st.client.Call(ctx, unknownMethod, "", "x")
 			checkWire(x)
 			if e := x.Response.Error; e == nil || e.Type != cpiv2.TypeNotImplemented {
 				did := "returned no error"
@@ -287,26 +331,26 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseMalformed, labels("protocol", cpiv2.MethodCreateDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseMalformed), labels("protocol", cpiv2.MethodCreateDisk), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodCreateDisk, "", "not-a-size", "not-a-hash", 42)
 			checkWire(x)
 			if x.Response.Error == nil {
+				if cid, err := decodeCID[cpiv2.DiskKind](x.Response.Result); err == nil {
+					st.tracker().Add(Resource{Kind: KindDisk, CID: cid})
+				}
 				violate(violation(ClauseMalformed, fmt.Sprintf("create_disk with a string size and a string cloud_properties succeeded with %s", excerpt(x.Response.Result)), x))
-			}
-			if cid, err := decodeCID[cpiv2.DiskKind](x.Response.Result); err == nil {
-				st.tracker().Add(Resource{Kind: KindDisk, CID: cid})
 			}
 		})
 
-		It(ClauseProtocol+" (error responses)", labels("protocol", cpiv2.MethodDeleteDisk, cpiv2.MethodHasDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseProtocol)+" (error responses)", labels("protocol", methodUnknown, cpiv2.MethodHasDisk, cpiv2.MethodDetachDisk), func(ctx SpecContext) {
 			// An error path and a success path, both judged byte by byte;
 			// every other call of every spec is judged the same way.
-			checkWire(st.client.Call(ctx, "cpilab_no_such_method", ""))
+			checkWire(st.client.Call(ctx, unknownMethod, ""))
 			checkWire(st.client.Call(ctx, cpiv2.MethodHasDisk, "", ghostDisk))
 			checkWire(st.client.Call(ctx, cpiv2.MethodDetachDisk, mainVM, mainVM, ghostDisk))
 		})
 
-		It(ClauseKnownTypes, labels("errors", cpiv2.MethodDeleteVM, cpiv2.MethodDetachDisk, cpiv2.MethodHasVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseKnownTypes), labels("errors", cpiv2.MethodDeleteVM, cpiv2.MethodDetachDisk, cpiv2.MethodAttachDisk, cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
 			for _, x := range []*Exchange{
 				st.client.Call(ctx, cpiv2.MethodDeleteVM, "", ghostVM),
 				st.client.Call(ctx, cpiv2.MethodDetachDisk, mainVM, mainVM, ghostDisk),
@@ -320,67 +364,57 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseRebootVM, labels("shapes", cpiv2.MethodRebootVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseRebootVM), labels("shapes", cpiv2.MethodCreateVM, cpiv2.MethodRebootVM, cpiv2.MethodHasVM), func(ctx SpecContext) {
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
 			x := st.client.Call(ctx, cpiv2.MethodRebootVM, v.CID, v.CID)
-			if skipIfNotImplemented(x) {
-				return
-			}
-			mustNull(x, ClauseRebootVM)
+			skipIfNotImplemented(x)
+			mustUnread(x, ClauseRebootVM)
 			if ok, hx := st.callBool(ctx, ClauseRebootVM, cpiv2.MethodHasVM, v.CID); !ok {
 				violate(violation(ClauseRebootVM, "has_vm returned false after reboot_vm", hx))
 			}
 		})
 
-		It(ClauseVMMetadata, labels("shapes", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
+		It(ClauseText(ClauseVMMetadata), labels("shapes", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, mainVM, mainVM, map[string]string{"deployment": st.names.next("dep")})
-			if skipIfNotImplemented(x) {
-				return
-			}
-			mustNull(x, ClauseVMMetadata)
+			skipIfNotImplemented(x)
+			mustUnread(x, ClauseVMMetadata)
 		})
 
-		It(ClauseVMMetadata+" (IaaS state)", labels("iaas", cpiv2.MethodSetVMMetadata), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseVMMetadata)+" (IaaS state)", labels("iaas", cpiv2.MethodSetVMMetadata), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
 			want := map[string]string{"deployment": st.names.next("dep"), "job": "cpilab", "index": "0"}
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, mainVM, mainVM, want)
-			if skipIfNotImplemented(x) {
-				return
-			}
-			mustNull(x, ClauseVMMetadata)
+			skipIfNotImplemented(x)
+			mustUnread(x, ClauseVMMetadata)
 			ov, ok, err := o.VM(ctx, mainVM)
 			if err != nil || !ok {
 				violate(violation(ClauseVMMetadata, fmt.Sprintf("the IaaS has no VM %s (oracle: %v)", mainVM, err), x))
 			}
 			for k, v := range want {
 				if ov.Metadata[k] != v {
-					violate(violation(ClauseVMMetadata, fmt.Sprintf("set_vm_metadata returned null but the IaaS has %s=%q, want %q (IaaS metadata: %v)", k, ov.Metadata[k], v, ov.Metadata), x))
+					violate(violation(ClauseVMMetadata, fmt.Sprintf("set_vm_metadata succeeded but the IaaS has %s=%q, want %q (IaaS metadata: %v)", k, ov.Metadata[k], v, ov.Metadata), x))
 				}
 			}
 		})
 
-		It(ClauseDiskMetadata+" (IaaS state)", labels("iaas", cpiv2.MethodSetDiskMetadata), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseDiskMetadata)+" (IaaS state)", labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodSetDiskMetadata), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
 			want := map[string]string{"disk_name": st.names.next("disk")}
 			x := st.client.Call(ctx, cpiv2.MethodSetDiskMetadata, "", d, want)
-			if skipIfNotImplemented(x) {
-				return
-			}
-			mustNull(x, ClauseDiskMetadata)
+			skipIfNotImplemented(x)
+			mustUnread(x, ClauseDiskMetadata)
 			od, ok, err := o.Disk(ctx, d)
 			if err != nil || !ok || od.Metadata["disk_name"] != want["disk_name"] {
-				violate(violation(ClauseDiskMetadata, fmt.Sprintf("set_disk_metadata returned null but the IaaS has metadata %v (oracle: %v)", od.Metadata, err), x))
+				violate(violation(ClauseDiskMetadata, fmt.Sprintf("set_disk_metadata succeeded but the IaaS has metadata %v (oracle: %v)", od.Metadata, err), x))
 			}
 		})
 
-		It(ClauseCalculate, labels("shapes", cpiv2.MethodCalculateVMCloudProperties), func(ctx SpecContext) {
+		It(ClauseText(ClauseCalculate), labels("shapes", cpiv2.MethodCalculateVMCloudProperties), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodCalculateVMCloudProperties, "", map[string]int{"cpu": 2, "ram": 2048, "ephemeral_disk_size": 4096})
-			if skipIfNotImplemented(x) {
-				return
-			}
+			skipIfNotImplemented(x)
 			mustOK(x, ClauseCalculate)
 			var m map[string]any
 			if err := jsonUnmarshal(x.Response.Result, &m); err != nil || m == nil {
@@ -388,33 +422,29 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseResize, labels("iaas", cpiv2.MethodResizeDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseResize), labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodResizeDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
 			x := st.client.Call(ctx, cpiv2.MethodResizeDisk, "", d, st.cfg.Env.ResizeToMiB)
-			if skipIfNotSupported(x, "resize_disk") {
-				return
-			}
-			mustNull(x, ClauseResize)
+			skipIfNotSupported(x, "resize_disk")
+			mustUnread(x, ClauseResize)
 			if st.cfg.Oracle == nil {
-				Skip("resize_disk returned null; the new size is not checked: no oracle")
+				notChecked("resize_disk succeeded; the new size is not checked: no oracle")
 			}
 			od, ok, err := st.cfg.Oracle.Disk(ctx, d)
-			if err != nil || !ok || od.SizeMiB != st.cfg.Env.ResizeToMiB {
-				violate(violation(ClauseResize, fmt.Sprintf("resize_disk to %d MiB returned null but the IaaS disk is %d MiB (oracle: %v)", st.cfg.Env.ResizeToMiB, od.SizeMiB, err), x))
+			if err != nil || !ok || od.SizeMiB < st.cfg.Env.ResizeToMiB || od.SizeMiB > roundUpGiB(st.cfg.Env.ResizeToMiB) {
+				violate(violation(ClauseResize, fmt.Sprintf("resize_disk to %d MiB succeeded but the IaaS disk is %d MiB (oracle: %v)", st.cfg.Env.ResizeToMiB, od.SizeMiB, err), x))
 			}
 		})
 
-		It(ClauseUpdateDisk, labels("iaas", cpiv2.MethodUpdateDisk), func(ctx SpecContext) {
+		It(ClauseText(ClauseUpdateDisk), labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodUpdateDisk), func(ctx SpecContext) {
 			if st.client.APIVersion < 2 {
-				Skip("not applicable: update_disk exists from api_version 2")
+				skipWith("not applicable: update_disk exists from api_version 2")
 			}
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
 			x := st.client.Call(ctx, cpiv2.MethodUpdateDisk, "", d, st.cfg.Env.ResizeToMiB, st.cfg.Env.DiskCloudProperties)
-			if skipIfNotSupported(x, "update_disk") {
-				return
-			}
+			skipIfNotSupported(x, "update_disk")
 			mustOK(x, ClauseUpdateDisk)
 			cur := d
 			if string(x.Response.Result) != "null" {
@@ -428,186 +458,88 @@ func contractContext(cfg *Config, cc ContractContext) {
 				}
 			}
 			if st.cfg.Oracle == nil {
-				Skip("update_disk answered; the new size is not checked: no oracle")
+				notChecked("update_disk answered; the new size is not checked: no oracle")
 			}
 			od, ok, err := st.cfg.Oracle.Disk(ctx, cur)
-			if err != nil || !ok || od.SizeMiB != st.cfg.Env.ResizeToMiB {
+			if err != nil || !ok || od.SizeMiB < st.cfg.Env.ResizeToMiB || od.SizeMiB > roundUpGiB(st.cfg.Env.ResizeToMiB) {
 				violate(violation(ClauseUpdateDisk, fmt.Sprintf("update_disk to %d MiB answered but the IaaS disk %s is %d MiB (oracle: %v)", st.cfg.Env.ResizeToMiB, cur, od.SizeMiB, err), x))
 			}
 		})
 
-		It(ClauseSnapshot, labels("shapes", cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot), func(ctx SpecContext) {
+		It(ClauseText(ClauseSnapshot), labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
-			x := st.client.Call(ctx, cpiv2.MethodSnapshotDisk, "", d, map[string]string{"deployment": "cpilab"})
-			if skipIfNotImplemented(x) {
-				return
+			sc, x := st.snapshot(ctx, t, d)
+			if st.cfg.Oracle != nil && !slices.Contains(st.inventory(ctx).Snapshots, sc) {
+				violate(violation(ClauseSnapshot, fmt.Sprintf("snapshot_disk returned %s, but the IaaS has no such snapshot", sc), x))
 			}
-			mustOK(x, ClauseSnapshot)
-			sc, err := decodeCID[cpiv2.SnapshotKind](x.Response.Result)
-			if err != nil {
-				violate(violation(ClauseSnapshot, "snapshot_disk: "+err.Error(), x))
-			}
-			t.Add(Resource{Kind: KindSnapshot, CID: sc})
-			mustNull(st.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", sc), ClauseSnapshot)
+			dx := st.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", sc)
+			mustUnread(dx, ClauseSnapshot)
 			t.Forget(Resource{Kind: KindSnapshot, CID: sc})
-		})
-
-		It(ClauseParallel, labels("parallel", cpiv2.MethodCreateDisk, cpiv2.MethodHasDisk, cpiv2.MethodSetDiskMetadata), func(ctx SpecContext) {
-			t := st.tracker()
-			n := max(st.cfg.Parallel, 8)
-			// n create_disk calls at once, each with its own size; then n
-			// has_disk calls at once, half on live disks, half on deleted
-			// ones. Any crossing shows as a duplicate CID, a wrong size or a
-			// wrong answer.
-			type made struct {
-				cid  string
-				size int
-				x    *Exchange
-			}
-			res := make([]made, n)
-			parallel(n, func(i int) {
-				size := st.cfg.Env.DiskSizeMiB + i
-				x := st.client.Call(ctx, cpiv2.MethodCreateDisk, "", size, st.cfg.Env.DiskCloudProperties, nil)
-				res[i] = made{size: size, x: x}
-				if x.Err() == nil {
-					if cid, err := decodeCID[cpiv2.DiskKind](x.Response.Result); err == nil {
-						res[i].cid = cid
-						t.Add(Resource{Kind: KindDisk, CID: cid})
-					}
-				}
-			})
-			seen := map[string]int{}
-			for i, r := range res {
-				mustOK(r.x, ClauseParallel)
-				if r.cid == "" {
-					violate(violation(ClauseParallel, "create_disk returned no disk_cid", r.x))
-				}
-				if j, dup := seen[r.cid]; dup {
-					violate(violation(ClauseParallel, fmt.Sprintf("concurrent create_disk calls %d and %d both returned %s", j, i, r.cid), r.x))
-				}
-				seen[r.cid] = i
-			}
-			if o := st.cfg.Oracle; o != nil {
-				for _, r := range res {
-					od, ok, err := o.Disk(ctx, r.cid)
-					if err != nil || !ok || od.SizeMiB != r.size {
-						violate(violation(ClauseParallel, fmt.Sprintf("create_disk of %d MiB returned %s, which the IaaS holds as %d MiB (oracle: %v): results crossed", r.size, r.cid, od.SizeMiB, err), r.x))
-					}
-				}
-			}
-			for i := 0; i < n; i += 2 {
-				mustNull(st.client.Call(ctx, cpiv2.MethodDeleteDisk, "", res[i].cid), ClauseHasDisk)
-				t.Forget(Resource{Kind: KindDisk, CID: res[i].cid})
-			}
-			answers := make([]*Exchange, n)
-			parallel(n, func(i int) {
-				answers[i] = st.client.Call(ctx, cpiv2.MethodHasDisk, "", res[i].cid)
-			})
-			for i, x := range answers {
-				skipIfNotImplemented(x) // the Director skips has_disk on NotImplemented (CONTRACTS §3)
-				mustOK(x, ClauseParallel)
-				want := "true"
-				if i%2 == 0 {
-					want = "false"
-				}
-				if string(x.Response.Result) != want {
-					violate(violation(ClauseParallel, fmt.Sprintf("concurrent has_disk of %s returned %s, want %s", res[i].cid, x.Response.Result, want), x))
-				}
+			if st.cfg.Oracle != nil && slices.Contains(st.inventory(ctx).Snapshots, sc) {
+				violate(violation(ClauseSnapshot, fmt.Sprintf("delete_snapshot of %s succeeded, but the IaaS still has it", sc), dx))
 			}
 		})
 
-		It(ClauseRetry, labels("retry", cpiv2.MethodCreateVM), Label("cap:faults"), func(ctx SpecContext) {
-			var before Inventory
-			if st.cfg.Oracle != nil {
-				var err error
-				if before, err = st.cfg.Oracle.Inventory(ctx); err != nil {
-					Fail(fmt.Sprintf("oracle inventory: %v", err))
-				}
-			}
-			clear, err := st.cfg.Faults.FailVMCreations(ctx, 1)
-			if err != nil {
-				Fail(fmt.Sprintf("injecting a create_vm failure: %v", err))
-			}
-			DeferCleanup(clear)
+		It(ClauseText(ClauseDeleteSnapshot), labels("errors", cpiv2.MethodCreateDisk, cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot), func(ctx SpecContext) {
 			t := st.tracker()
-			// The Director's loop: up to 5 tries while the error is
-			// VMCreationFailed with ok_to_retry.
-			var first *Exchange
-			for try := 1; try <= 5; try++ {
-				x := st.client.CreateVM(ctx, VMRequest{AgentID: st.names.next("agent"), StemcellCID: stemcell,
-					StemcellAPIVersion: cc.Stemcell, CloudProperties: st.cfg.Env.VMCloudProperties, Networks: st.cfg.Env.Networks})
-				checkWire(x)
-				if first == nil {
-					first = x
-					e := x.Response.Error
-					if e == nil {
-						// The CPI absorbed the failure itself (retried inside
-						// the call, another zone, …): fine, but the path the
-						// spec is about was not taken.
-						if cid := salvageCID(x.Response.Result); cid != "" {
-							t.Add(Resource{Kind: KindVM, CID: cid})
-						}
-						Skip("not checked: the CPI absorbed the injected VM creation failure within the call, so the Director's retry path was not exercised")
-					}
-					if !errors.Is(e, cpiv2.ErrVMCreationFailed) || !e.OkToRetry {
-						violate(violation(ClauseRetry, fmt.Sprintf("on a transient IaaS failure create_vm returned %s (ok_to_retry %v): the Director does not retry", e.Type, e.OkToRetry), x))
-					}
-					continue
-				}
-				if x.Response.Error != nil {
-					continue
-				}
-				cid, err := st.client.DecodeVMCID(x.Response.Result)
-				if err != nil {
-					if c := salvageCID(x.Response.Result); c != "" {
-						t.Add(Resource{Kind: KindVM, CID: c})
-					}
-					violate(violation(ClauseCreateVM, err.Error(), x))
-				}
-				t.Add(Resource{Kind: KindVM, CID: cid})
-				if st.cfg.Oracle != nil {
-					after, err := st.cfg.Oracle.Inventory(ctx)
-					if err != nil {
-						Fail(fmt.Sprintf("oracle inventory: %v", err))
-					}
-					var vms []string
-					for _, l := range leaked(before, after) {
-						if strings.HasPrefix(l, string(KindVM)+" ") && l != string(KindVM)+" "+cid {
-							vms = append(vms, l)
-						}
-					}
-					if len(vms) > 0 {
-						violate(violation(ClauseRetry, fmt.Sprintf("the failed create_vm left %v behind in the IaaS", vms), first))
-					}
-				}
-				return
+			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
+			sc, _ := st.snapshot(ctx, t, d)
+			mustUnread(st.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", sc), ClauseSnapshot)
+			t.Forget(Resource{Kind: KindSnapshot, CID: sc})
+			x := st.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", sc)
+			checkWire(x)
+			if e := x.Response.Error; e != nil && e.Type != cpiv2.TypeDiskNotFound {
+				violate(violation(ClauseDeleteSnapshot, fmt.Sprintf("delete_snapshot of deleted snapshot %s returned %s: %q (the Director's orphan clean-up tolerates only success or DiskNotFound)", sc, e.Type, e.Message), x))
 			}
-			violate(violation(ClauseRetry, "create_vm still failed after 5 tries with the fault cleared after one", first))
+		})
+
+		It(ClauseText(ClauseDeleteVMDisks), labels("iaas", cpiv2.MethodCreateVM, cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk, cpiv2.MethodDeleteVM, cpiv2.MethodHasDisk), func(ctx SpecContext) {
+			st.checkDeleteVMKeepsDisks(ctx, stemcell, cc.Stemcell, false)
+		})
+
+		if cc.Thorough {
+			It(ClauseText(ClauseDeleteVMDisks)+" (data read back on another VM)", labels("data", cpiv2.MethodCreateVM, cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk, cpiv2.MethodDeleteVM, cpiv2.MethodHasDisk), capOracle, Label("cap:ssh"), func(ctx SpecContext) {
+				st.checkDeleteVMKeepsDisks(ctx, stemcell, cc.Stemcell, true)
+			})
+
+			It(ClauseText(ClauseParallel), labels("parallel", cpiv2.MethodCreateDisk, cpiv2.MethodDeleteDisk, cpiv2.MethodHasDisk), func(ctx SpecContext) {
+				st.checkParallel(ctx)
+			})
+		}
+
+		It(ClauseText(ClauseRetry), labels("retry", cpiv2.MethodCreateVM), Label("cap:faults"), func(ctx SpecContext) {
+			st.checkRetry(ctx, stemcell, cc.Stemcell)
+		})
+
+		It(ClauseText(ClauseTeardown), labels("cleanup", cpiv2.MethodDeleteVM, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
+			st.teardown(ctx)
+		})
+
+		It(ClauseText(ClauseNoLeak), labels("cleanup"), func(ctx SpecContext) {
+			st.checkNoLeak(ctx)
 		})
 	})
 }
 
 // skipIfNotImplemented skips the spec when the CPI answers NotImplemented,
-// which the Director tolerates for optional methods (CONTRACTS §3).
-func skipIfNotImplemented(x *Exchange) bool {
+// which the Director tolerates for optional methods.
+func skipIfNotImplemented(x *Exchange) {
 	GinkgoHelper()
 	checkWire(x)
 	if e := x.Response.Error; e != nil && e.Type == cpiv2.TypeNotImplemented {
-		Skip(fmt.Sprintf("not checked: the CPI answers NotImplemented for %s (the Director skips it)", x.Method))
+		notChecked(fmt.Sprintf("the CPI answers NotImplemented for %s (the Director skips it)", x.Method))
 	}
-	return false
 }
 
 // skipIfNotSupported skips when the CPI answers NotSupported or
 // NotImplemented, which the Director handles by copying the disk.
-func skipIfNotSupported(x *Exchange, method string) bool {
+func skipIfNotSupported(x *Exchange, method string) {
 	GinkgoHelper()
 	checkWire(x)
 	if e := x.Response.Error; e != nil && (e.Type == cpiv2.TypeNotSupported || e.Type == cpiv2.TypeNotImplemented) {
-		Skip(fmt.Sprintf("handled: %s answered %s; the Director falls back to copying the disk", method, e.Type))
+		skipWith(fmt.Sprintf("handled: %s answered %s; the Director falls back to copying the disk", method, e.Type))
 	}
-	return false
 }
 
 // parallel runs fn(0..n-1) at once and waits.

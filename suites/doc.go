@@ -4,13 +4,31 @@
 // once and run under go test (Test), inside someone else's Ginkgo tree
 // (Register), or from `cpilab certify` (Run).
 //
-// Every spec's It text starts with the clause it checks ("CONTRACTS §3:
-// delete_disk of a missing disk → DiskNotFound or success, never a generic
-// CloudError"), and every failure says what the CPI did instead, with the
-// request and response of the call that showed it (a Violation, also stored
-// as a report entry). Specs are labelled suite:, row: (caller profile ×
-// version), profile:, api:, area:, method: and cap:, so that any subset can
-// be run with a label filter.
+// Every spec's It text starts with the id and title of the clause it
+// checks ("errors.delete-disk-missing: delete_disk of a missing disk →
+// success or DiskNotFound, never a generic CloudError"); the ids are listed
+// in AllClauses and documented in docs/contracts.md. Every failure says
+// what the CPI did instead, with the request and response of the call that
+// showed it (a Violation, report entry EntryViolation). Each spec also
+// carries its clause (EntryClause), the CPI methods it really called
+// (EntryMethods) and every call with its times (EntryCalls); what a caller
+// tolerates but the documentation advises against is a Warning
+// (EntryWarning), never a failure. Specs are labelled suite:, row: (caller
+// profile × version), profile:, api:, area:, method: (the methods the spec
+// calls; a test checks them against the recorded calls), resolver: and
+// cap:, so that any subset can be run with a label filter; List shows them
+// without running anything.
+//
+// Each container (a contract context, a reference-table row) starts with
+// its setup spec (setup.context) and ends with its teardown
+// (cleanup.teardown) and leak check (cleanup.no-leak), so that their
+// failures are reported where they happen. When the setup spec is filtered
+// out (a focused rerun), the setup runs before the first spec that runs.
+// Every create_vm retries as the Director does (MaxVMCreateTries).
+//
+// Run spreads the containers over worker processes (RunOptions.Workers),
+// each with its own resources; Config.Strict turns "not checked" into
+// failures and Config.RequireAPIVersion fails CPIs reporting less.
 //
 // # The CPI contract suite
 //
@@ -22,13 +40,17 @@
 // truthfulness, get_disks, disk hints, protocol strictness on every single
 // call (one JSON object on stdout, the three keys, log a string,
 // ok_to_retry a bool, result null beside an error, exit status 0), at least
-// 8 calls in parallel without crossed results, the Director's create_vm
-// retry on VMCreationFailed with ok_to_retry, and, with an Oracle, the IaaS
-// state behind each answer.
+// 8 calls held in flight at once without crossed results, the Director's
+// create_vm retry on VMCreationFailed with ok_to_retry, and, with an
+// Oracle, the IaaS state behind each answer: disks of the size and
+// cloud_properties asked, stemcells and snapshots that exist, hints that
+// name the device the IaaS attached for that disk, disks (and their data)
+// kept when the VM they are attached to is deleted.
 //
 // # The reference-table matrix suite
 //
-// Runs every Row of ReferenceTable (CONTRACTS §4) end to end: stemcell
+// Runs every Row of ReferenceTable end to end, each row's stemcell with
+// its own agent device resolver (identity, mapped, virtio, scsi): stemcell
 // upload and create_vm; registry and user-data exactly as the table says;
 // the agent answers ping over the mbus; attach_disk, then the agent
 // resolves the hint (add_persistent_disk, mount_disk, add_dynamic_disk);

@@ -1,68 +1,114 @@
 package suites
 
 import (
+	"fmt"
 	"html/template"
 	"io"
-	"time"
+	"strings"
 )
 
-// HTMLReport is what WriteHTML renders.
-type HTMLReport struct {
-	Title    string
-	Target   string // the CPI command
-	Notes    []string
-	Started  time.Time
-	Duration time.Duration
-	Summary  Summary
-	Failures []Failure
-}
-
 var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"areas": func(s Summary) []string { return s.usedAreas() },
-	"cell":  func(r SummaryRow, a string) Cell { return r.Cells[a] },
-	"class": func(c Cell) string {
+	"cell": func(r MatrixRow, area string) MatrixCell {
+		for _, c := range r.Cells {
+			if c.Area == area {
+				return c
+			}
+		}
+		return MatrixCell{Area: area}
+	},
+	"class": func(c MatrixCell) string {
 		switch {
 		case c.Failed > 0:
 			return "fail"
+		case c.Interrupted > 0:
+			return "interrupted"
 		case c.Passed > 0:
 			return "pass"
-		case c.Skipped > 0:
+		case c.NotChecked > 0:
 			return "skip"
 		}
 		return "none"
 	},
+	"mark": func(c MatrixCell) string {
+		return Cell{Passed: c.Passed, Failed: c.Failed, Skipped: c.NotChecked}.Mark()
+	},
+	"anchor":   cellAnchor,
+	"spec":     func(c *CertifyReport, id string) *SpecResult { return c.Spec(id) },
+	"used":     func(c *CertifyReport) []AreaDoc { return usedAreaDocs(c) },
+	"upper":    strings.ToUpper,
+	"seconds":  func(s float64) string { return fmt.Sprintf("%.2f s", s) },
+	"clauseOf": ClauseText,
 }).Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}}</title>
+<html lang="en"><head><meta charset="utf-8"><title>cpilab certify: {{.Target}}</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:center}
 th.row,td.row{text-align:left;font-family:monospace}
-.pass{background:#d4f4d2}.fail{background:#f8c9c4;font-weight:bold}.skip{background:#eee;color:#777}.none{background:#fff}
-pre{background:#f6f6f6;padding:.6em;white-space:pre-wrap;word-break:break-all}
-.verdict-pass{color:#176b16}.verdict-fail{color:#a31b0f}
+td a{color:inherit;text-decoration:none;display:block}
+.pass{background:#d4f4d2}.fail{background:#f8c9c4;font-weight:bold}.skip{background:#eee;color:#666}.none{background:#fff}
+.interrupted{background:#fde9b5}
+pre{background:#f6f6f6;padding:.6em;white-space:pre-wrap;word-break:break-all;font-size:.9em}
+.verdict-accepted{color:#176b16}.verdict-rejected,.verdict-nothing-checked,.verdict-interrupted{color:#a31b0f}
+dl.legend{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dl.legend dt{font-weight:bold}dl.legend dd{margin:0}
+section.cell{border-top:1px solid #ddd;margin-top:1em}
+li.spec{margin:.3em 0}
+.state{display:inline-block;min-width:6em;font-family:monospace}
 </style></head><body>
-<h1>{{.Title}}</h1>
-<p>CPI: <code>{{.Target}}</code> — {{.Started.Format "2006-01-02 15:04:05 MST"}}, {{.Duration}}</p>
-{{if .Summary.Failed}}<h2 class="verdict-fail">REJECTED: {{.Summary.Failed}} failed</h2>{{else}}<h2 class="verdict-pass">ACCEPTED</h2>{{end}}
-<p>{{.Summary.Passed}} passed, {{.Summary.Failed}} failed, {{.Summary.Skipped}} not checked.</p>
+<h1>cpilab certify</h1>
+<p>CPI: <code>{{.Target}}</code> · {{.Started.Format "2006-01-02 15:04:05 MST"}} · {{seconds .DurationSeconds}} · {{.Tool.Name}} {{.Tool.Version}} ({{.Tool.Commit}})</p>
+<h2 id="verdict" class="verdict-{{.Verdict}}">{{upper .Verdict}}: {{.VerdictReason}}</h2>
+<p>{{.Counts.Passed}} passed, {{.Counts.Failed}} failed, {{.Counts.NotChecked}} not checked{{if .Counts.Warnings}}, {{.Counts.Warnings}} warnings{{end}}{{if .Strict}} (strict: not checked counts as failed){{end}}.</p>
 {{range .Notes}}<p><em>{{.}}</em></p>{{end}}
-<table><tr><th class="row">caller profile × version</th>{{range areas .Summary}}<th>{{.}}</th>{{end}}</tr>
-{{$s := .Summary}}{{range .Summary.Rows}}{{$r := .}}<tr><td class="row">{{.Name}}</td>{{range areas $s}}{{$c := cell $r .}}<td class="{{class $c}}">{{$c.Mark}}</td>{{end}}</tr>
+{{if .LeftInCloud}}<p class="fail">Left in the embedded cloud after the run: {{range .LeftInCloud}}<code>{{.}}</code> {{end}}</p>{{end}}
+<h2>Matrix</h2>
+<table id="matrix"><tr><th class="row">row</th>{{range used .}}<th title="{{.Title}}">{{.ID}}</th>{{end}}</tr>
+{{$c := .}}{{range .Matrix}}{{$r := .}}<tr><td class="row">{{.Row}}</td>{{range used $c}}{{$m := cell $r .ID}}<td class="{{class $m}}">{{if $m.Specs}}<a href="#{{anchor $r.Row $m.Area}}">{{mark $m}}</a>{{end}}</td>{{end}}</tr>
 {{end}}</table>
-<p>✔ passed · ✘ failed · – not checked (see below; never counted as passed)</p>
-{{if .Failures}}<h2>Failures</h2>{{range .Failures}}
-<h3>{{.Violation.Clause}}</h3>
-<p>spec: <code>{{.Spec}}</code></p>
-<p>the CPI did instead: {{.Violation.Did}}</p>
-{{if .Violation.Request}}<p>request:</p><pre>{{.Violation.Request}}</pre><p>response (exit status {{.Violation.ExitCode}}):</p><pre>{{.Violation.Response}}</pre>{{end}}
-{{range .Also}}<p>also broke: {{.Clause}} — {{.Did}}</p>{{end}}
+<p>Rows: contract contexts <code>&lt;caller profile&gt;.api&lt;version&gt;</code>; reference-table rows <code>d&lt;Director&gt;.c&lt;CPI&gt;.s&lt;stemcell&gt;</code>.
+Cells: ✔ passed · ✘ failed/total · – not checked (never a pass) · ! interrupted. Each cell links to its specs.</p>
+<h2>Areas</h2>
+<dl class="legend" id="legend">{{range .Areas}}<dt>{{.ID}}</dt><dd>{{.Title}}</dd>{{end}}</dl>
+{{if .NotChecked}}<h2>Not checked (these are not passes)</h2><ul>{{range .NotChecked}}<li>{{.Count}} × {{.Reason}}</li>{{end}}</ul>{{end}}
+<h2>Specs by row and area</h2>
+{{range .Matrix}}{{$r := .}}{{range .Cells}}<section class="cell" id="{{anchor $r.Row .Area}}"><h3>{{$r.Row}} · {{.Area}}</h3><ul>
+{{range .Specs}}{{with spec $c .}}<li class="spec" id="{{.ID}}"><span class="state {{if eq .State "passed"}}pass{{else if eq .State "failed"}}fail{{else if eq .State "interrupted"}}interrupted{{else}}skip{{end}}">{{.State}}</span> {{.Name}}
+{{if .Methods}}<br><small>methods called: {{range .Methods}}<code>{{.}}</code> {{end}}</small>{{end}}
+{{if eq .State "not-checked"}}<br><small>not checked: {{.Reason}}</small>{{end}}
+{{range .Warnings}}<br><small>warning {{.Clause}}: {{.Text}}</small>{{end}}
+{{range .Violations}}<p>broke <strong>{{clauseOf .Clause}}</strong></p><p>the CPI did instead: {{.Did}}</p>
+{{if .Request}}<p>request:</p><pre>{{.Request}}</pre><p>response (exit status {{.ExitCode}}):</p><pre>{{.Response}}</pre>{{end}}{{if .Stderr}}<p>stderr:</p><pre>{{.Stderr}}</pre>{{end}}{{end}}
 {{if .Rerun}}<p>rerun: <code>{{.Rerun}}</code></p>{{end}}
+</li>{{end}}{{end}}</ul></section>
 {{end}}{{end}}
-{{if .Summary.NotChecked}}<h2>Not checked</h2><ul>{{range $k, $v := .Summary.NotChecked}}<li>{{$v}} × {{$k}}</li>{{end}}</ul>{{end}}
 </body></html>
 `))
 
-// WriteHTML writes a self-contained HTML page: the verdict, the matrix of
-// caller profile × version rows and areas, each failure with its clause,
-// request and response, and what was not checked.
-func WriteHTML(w io.Writer, r HTMLReport) error { return htmlTmpl.Execute(w, r) }
+// cellAnchor is the id of a matrix cell's section.
+func cellAnchor(row, area string) string {
+	return "cell-" + strings.NewReplacer(".", "-", " ", "-").Replace(row) + "-" + area
+}
+
+// usedAreaDocs are the areas that have a spec in some row, in Areas order.
+func usedAreaDocs(c *CertifyReport) []AreaDoc {
+	var out []AreaDoc
+	for _, a := range c.Areas {
+		for _, r := range c.Matrix {
+			found := false
+			for _, m := range r.Cells {
+				found = found || m.Area == a.ID
+			}
+			if found {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// WriteHTML writes a self-contained HTML page of a certify report: the
+// verdict, the matrix of rows × areas whose cells link to their specs, a
+// legend of the areas, what was not checked, and every spec grouped by
+// row and area, each failure with its clause, request, response and rerun
+// command.
+func WriteHTML(w io.Writer, c *CertifyReport) error { return htmlTmpl.Execute(w, c) }

@@ -12,7 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 )
 
-// Row is one row of the reference table (CONTRACTS §4): a caller profile, the
+// Row is one row of the reference table (docs/contracts.md): a caller profile, the
 // CPI's api_version (set through debug.cpi.api_version) and the stemcell's,
 // with what the table says must happen.
 type Row struct {
@@ -29,25 +29,30 @@ type Row struct {
 	// FailsClearly: create_vm must fail with a clear error (stemcell 1 with
 	// no registry).
 	FailsClearly bool
+	// Resolver is the agent's device resolver on the row's stemcell
+	// ("identity", "mapped", "virtio", "scsi"; "" for the environment's
+	// default stemcells). With identity and mapped (and scsi given a SCSI
+	// hint) only the hint leads the agent to the disk.
+	Resolver string
 }
 
-// ReferenceTable is every row of CONTRACTS §4: the 8 historic rows, the
+// ReferenceTable is every row of the reference table: the 8 historic rows, the
 // current Director's rows and the bosh CLI's.
 var ReferenceTable = []Row{
-	{Name: "d1.c1.s1", Profile: cpiv2.ProfileDirectorV1, CPI: 1, Stemcell: 1, Registry: true},
-	{Name: "d1.c1.s2", Profile: cpiv2.ProfileDirectorV1, CPI: 1, Stemcell: 2, Registry: true},
-	{Name: "d1.c2.s2", Profile: cpiv2.ProfileDirectorV1, CPI: 2, Stemcell: 2, Registry: true},
-	{Name: "d2.c2.s2", Profile: cpiv2.ProfileDirectorV2, CPI: 2, Stemcell: 2, UserData: true},
-	{Name: "d1.c2.s1", Profile: cpiv2.ProfileDirectorV1, CPI: 2, Stemcell: 1, Registry: true},
-	{Name: "d2.c2.s1", Profile: cpiv2.ProfileDirectorV2, CPI: 2, Stemcell: 1, Registry: true},
-	{Name: "d2.c1.s1", Profile: cpiv2.ProfileDirectorV2, CPI: 1, Stemcell: 1, Registry: true},
-	{Name: "d2.c1.s2", Profile: cpiv2.ProfileDirectorV2, CPI: 1, Stemcell: 2, Registry: true},
-	{Name: "current.c2.s2", Profile: cpiv2.ProfileDirectorCurrent, CPI: 2, Stemcell: 2, UserData: true},
-	{Name: "current.c3.s2", Profile: cpiv2.ProfileDirectorCurrent, CPI: 3, Stemcell: 2, UserData: true},
+	{Name: "d1.c1.s1", Profile: cpiv2.ProfileDirectorV1, CPI: 1, Stemcell: 1, Registry: true, Resolver: "identity"},
+	{Name: "d1.c1.s2", Profile: cpiv2.ProfileDirectorV1, CPI: 1, Stemcell: 2, Registry: true, Resolver: "mapped"},
+	{Name: "d1.c2.s2", Profile: cpiv2.ProfileDirectorV1, CPI: 2, Stemcell: 2, Registry: true, Resolver: "scsi"},
+	{Name: "d2.c2.s2", Profile: cpiv2.ProfileDirectorV2, CPI: 2, Stemcell: 2, UserData: true, Resolver: "virtio"},
+	{Name: "d1.c2.s1", Profile: cpiv2.ProfileDirectorV1, CPI: 2, Stemcell: 1, Registry: true, Resolver: "mapped"},
+	{Name: "d2.c2.s1", Profile: cpiv2.ProfileDirectorV2, CPI: 2, Stemcell: 1, Registry: true, Resolver: "identity"},
+	{Name: "d2.c1.s1", Profile: cpiv2.ProfileDirectorV2, CPI: 1, Stemcell: 1, Registry: true, Resolver: "scsi"},
+	{Name: "d2.c1.s2", Profile: cpiv2.ProfileDirectorV2, CPI: 1, Stemcell: 2, Registry: true, Resolver: "identity"},
+	{Name: "current.c2.s2", Profile: cpiv2.ProfileDirectorCurrent, CPI: 2, Stemcell: 2, UserData: true, Resolver: "mapped"},
+	{Name: "current.c3.s2", Profile: cpiv2.ProfileDirectorCurrent, CPI: 3, Stemcell: 2, UserData: true, Resolver: "scsi"},
 	{Name: "current.c1.s2", Profile: cpiv2.ProfileDirectorCurrent, CPI: 1, Stemcell: 2, Refused: true},
 	{Name: "current.c3.s1", Profile: cpiv2.ProfileDirectorCurrent, CPI: 3, Stemcell: 1, FailsClearly: true},
-	{Name: "cli.c2.s2", Profile: cpiv2.ProfileCLI, CPI: 2, Stemcell: 2, UserData: true},
-	{Name: "cli.c1.s1", Profile: cpiv2.ProfileCLI, CPI: 1, Stemcell: 1, Registry: true},
+	{Name: "cli.c2.s2", Profile: cpiv2.ProfileCLI, CPI: 2, Stemcell: 2, UserData: true, Resolver: "identity"},
+	{Name: "cli.c1.s1", Profile: cpiv2.ProfileCLI, CPI: 1, Stemcell: 1, Registry: true, Resolver: "virtio"},
 }
 
 // Switch is the CPI setup the row needs.
@@ -74,8 +79,6 @@ type rowRun struct {
 	st         *state
 	r          Row
 	refusal    error
-	before     Inventory
-	hasBefore  bool
 	stemcell   string
 	vm1, vm2   vm
 	disk       string
@@ -84,8 +87,6 @@ type rowRun struct {
 	linked     bool   // step 4 made the dynamic disk link on vm1
 	target     string // the link's target on vm1
 	marker     []byte
-	created    []Resource // everything created, for the leak check
-	finished   bool       // the clean-up and leak check ran
 }
 
 const markerOffset = 1 << 20
@@ -99,33 +100,39 @@ func matrixRow(cfg *Config, r Row) {
 	lbl := Label("row:"+r.Name, "profile:"+r.Profile.Name, api,
 		fmt.Sprintf("cpi:%d", r.CPI), fmt.Sprintf("stemcell:%d", r.Stemcell))
 	title := fmt.Sprintf("%s: %s, CPI %d, stemcell %d", r.Name, r.Profile.Name, r.CPI, r.Stemcell)
-	Context(title, lbl, Ordered, func() {
-		BeforeAll(func(ctx SpecContext) {
+	if r.Resolver != "" {
+		lbl = append(lbl, "resolver:"+r.Resolver)
+		title += ", " + r.Resolver + " resolver"
+	}
+	Context(title, lbl, Ordered, ContinueOnFailure, func() {
+		BeforeAll(func() {
 			st := rr.st
 			st.cfg = cfg.withDefaults()
+			st.name = "row " + r.Name
 			st.names = &names{prefix: st.cfg.RunID + "-" + strings.ReplaceAll(r.Name, ".", "-")}
-			if _, st.skip = st.stemcellFor(r.Stemcell); st.skip != "" {
-				return
-			}
-			if st.cfg.Oracle != nil {
-				inv, err := st.cfg.Oracle.Inventory(ctx)
-				if err != nil {
-					Fail(fmt.Sprintf("oracle inventory: %v", err))
+			st.useResolver(r.Resolver)
+			st.setup = func(ctx SpecContext) {
+				if _, st.skip = st.stemcellFor(r.Stemcell); st.skip != "" {
+					return
 				}
-				rr.before, rr.hasBefore = inv, true
+				st.takeInventory(ctx)
+				rr.refusal, st.skip = st.connect(ctx, true)
 			}
-			if rr.refusal, st.skip = st.connect(ctx, true); st.skip != "" {
-				return
-			}
-			DeferCleanup(func(ctx SpecContext) { rr.checkNoLeak(ctx) })
 		})
-		BeforeEach(func() {
+		BeforeEach(func(ctx SpecContext) { rr.st.beforeSpec(ctx) })
+		AfterAll(func(ctx SpecContext) { rr.st.afterContainer(ctx) })
+
+		It(ClauseText(ClauseSetup), labels("setup", cpiv2.MethodInfo), func(ctx SpecContext) {
+			rr.st.ensureSetup(ctx)
 			rr.st.skipIfSkipped()
-			requireLabelledCaps(rr.st.cfg)
 		})
+		defer func() {
+			It(ClauseText(ClauseTeardown), labels("cleanup", rr.teardownMethods()...), func(ctx SpecContext) { rr.st.teardown(ctx) })
+			It(ClauseText(ClauseNoLeak), labels("cleanup"), func(ctx SpecContext) { rr.st.checkNoLeak(ctx) })
+		}()
 
 		if r.Refused {
-			It(ClauseRefused, labels("settings", cpiv2.MethodInfo), func(ctx SpecContext) {
+			It(ClauseText(ClauseRefused), labels("settings"), func(ctx SpecContext) {
 				if !errors.Is(rr.refusal, ErrRefused) {
 					violate(violation(ClauseRefused, fmt.Sprintf("with debug.cpi.api_version %d the CPI's info reports api_version %d, which the %s caller accepts", r.CPI, rr.st.client.CPIMax, r.Profile.Name), nil))
 				}
@@ -134,12 +141,11 @@ func matrixRow(cfg *Config, r Row) {
 				}
 				AddReportEntry("refusal", rr.refusal.Error())
 			})
-			It(ClauseNoLeak, labels("cleanup"), func(ctx SpecContext) { rr.checkNoLeak(ctx) })
 			return
 		}
 
 		if r.FailsClearly {
-			It(ClauseNoRegistry, labels("vm", cpiv2.MethodCreateVM), func(ctx SpecContext) {
+			It(ClauseText(ClauseNoRegistry), labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
 				rr.skipIfRefused()
 				st := rr.st
 				rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
@@ -157,18 +163,17 @@ func matrixRow(cfg *Config, r Row) {
 					violate(violation(ClauseNoRegistry, fmt.Sprintf("create_vm failed with %s: %q, not a known error type with a message", e.Type, e.Message), x))
 				}
 			})
-			It(ClauseNoLeak, labels("cleanup"), func(ctx SpecContext) { rr.checkNoLeak(ctx) })
 			return
 		}
 
-		It("step 1 "+ClauseCreateVM+" (stemcell upload, then create_vm)", labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
+		It(ClauseText(ClauseCreateVM)+" (step 1: stemcell upload, then create_vm)", labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
 			rr.skipIfRefused()
 			st := rr.st
 			rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
 			rr.vm1 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
 		})
 
-		It("step 2 "+ClauseTableRegistry, labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseTableRegistry)+" (step 2)", labels("settings"), capOracle, func(ctx SpecContext) {
 			o := rr.needVM1()
 			s, err := o.Settings(ctx, rr.vm1.CID)
 			if err != nil {
@@ -184,7 +189,7 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It("step 2 "+ClauseTableUserData, labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+		It(ClauseText(ClauseTableUserData)+" (step 2)", labels("settings"), capOracle, func(ctx SpecContext) {
 			o := rr.needVM1()
 			s, err := o.Settings(ctx, rr.vm1.CID)
 			if err != nil {
@@ -199,12 +204,12 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It("step 3 "+ClauseAgentPing, labels("agent"), Label("cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseAgentPing)+" (step 3)", labels("agent"), Label("cap:agent"), func(ctx SpecContext) {
 			rr.needVM1()
 			rr.ping(ctx, rr.vm1)
 		})
 
-		It("step 4 "+ClauseAgentDisk+" after attach_disk", labels("disks", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), Label("cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseAgentDisk)+" (step 4: after attach_disk)", labels("disks", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), Label("cap:agent"), func(ctx SpecContext) {
 			rr.needVM1()
 			st := rr.st
 			rr.disk = st.createDisk(ctx, st.shared, st.cfg.Env.DiskSizeMiB, rr.vm1.CID)
@@ -212,7 +217,7 @@ func matrixRow(cfg *Config, r Row) {
 			rr.linked = true
 		})
 
-		It("step 5 "+ClauseSymlink+" (checked over SFTP)", labels("disks"), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseSymlink)+" (step 5: checked over SFTP)", labels("disks"), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
 			rr.needLinked()
 			fs := rr.open(ctx, rr.vm1)
 			defer fs.Close()
@@ -229,11 +234,11 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It("step 6 "+ClauseDataMoves, labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+		It(ClauseText(ClauseDataMoves)+" (step 6)", labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodCreateVM, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
 			rr.needLinked()
 			st := rr.st
 			if rr.target == "" {
-				Skip("not checked: step 5 did not find the link on the first VM")
+				notChecked("step 5 did not find the link on the first VM")
 			}
 			rr.marker = []byte(st.names.next("marker") + "\n")
 			fs := rr.open(ctx, rr.vm1)
@@ -259,16 +264,13 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 
-		It("step 7 "+ClauseNoLeak, labels("cleanup", cpiv2.MethodDeleteVM, cpiv2.MethodDeleteDisk, cpiv2.MethodDeleteStemcell), func(ctx SpecContext) {
-			rr.checkNoLeak(ctx)
-		})
 	})
 }
 
 func (rr *rowRun) skipIfRefused() {
 	GinkgoHelper()
 	if rr.refusal != nil {
-		Skip(fmt.Sprintf("not checked: %v", rr.refusal))
+		notChecked(rr.refusal.Error())
 	}
 }
 
@@ -277,7 +279,7 @@ func (rr *rowRun) skipIfRefused() {
 func (rr *rowRun) needVM1() Oracle {
 	GinkgoHelper()
 	if rr.vm1.CID == "" {
-		Skip("not checked: step 1 made no VM")
+		notChecked("step 1 made no VM")
 	}
 	return rr.st.cfg.Oracle
 }
@@ -286,17 +288,17 @@ func (rr *rowRun) needLinked() {
 	GinkgoHelper()
 	rr.needVM1()
 	if rr.st.cfg.Files == nil {
-		Skip("not checked: no SSH/SFTP access to VMs is configured")
+		notChecked("no SSH/SFTP access to VMs is configured")
 	}
 	if !rr.linked {
-		Skip("not checked: step 4 did not set up the dynamic disk link")
+		notChecked("step 4 did not set up the dynamic disk link")
 	}
 }
 
 func (rr *rowRun) agents() Agents {
 	GinkgoHelper()
 	if rr.st.cfg.Agents == nil {
-		Skip("not checked: no mbus access to agents is configured")
+		notChecked("no mbus access to agents is configured")
 	}
 	return rr.st.cfg.Agents
 }
@@ -329,7 +331,7 @@ func (rr *rowRun) attachAndResolve(ctx context.Context, v vm) json.RawMessage {
 		// At api_version 1 the hint reaches the agent through the registry
 		// settings (disks.persistent), as a v1 agent reads it.
 		if st.cfg.Oracle == nil {
-			Skip("not checked: at api_version 1 the hint is in the registry, which cannot be read without an oracle")
+			notChecked("at api_version 1 the hint is in the registry, which cannot be read without an oracle")
 		}
 		s, err := st.cfg.Oracle.Settings(ctx, v.CID)
 		if err != nil {
@@ -346,6 +348,18 @@ func (rr *rowRun) attachAndResolve(ctx context.Context, v vm) json.RawMessage {
 			violate(violation(ClauseAgentDisk, fmt.Sprintf("at api_version 1 attach_disk must record the disk in the registry settings (disks.persistent), they are %s", excerpt(s.Registry)), x))
 		}
 		hint = h
+	}
+	if o := st.cfg.Oracle; o != nil {
+		var h cpiv2.DiskHint
+		od, ok, err := o.Disk(ctx, rr.disk)
+		if err != nil || !ok {
+			Fail(fmt.Sprintf("oracle disk %s: ok=%v err=%v", rr.disk, ok, err))
+		}
+		if h.UnmarshalJSON(hint) == nil {
+			if _, wrong := hintNames(h, od, rr.disk); wrong != "" {
+				violate(violation(ClauseHintDevice, fmt.Sprintf("row %s: the hint %s for disk %s does not name the device the IaaS attached it as (%s, LUN %d on %s): %s", rr.r.Name, hint, rr.disk, od.Device, od.LUN, v.CID, wrong), x))
+			}
+		}
 	}
 	actx, cancel := context.WithTimeout(ctx, rr.st.cfg.Timeouts.Agent)
 	defer cancel()
@@ -411,64 +425,15 @@ func (rr *rowRun) readLink(fs VMFS, v vm) string {
 	}
 }
 
-// cleanup deletes what the row created (AfterAll).
-func (rr *rowRun) cleanup(ctx SpecContext) {
-	if rr.st.shared == nil {
-		return
+// teardownMethods are what the row's teardown deletes.
+func (rr *rowRun) teardownMethods() []string {
+	switch {
+	case rr.r.Refused:
+		return nil
+	case rr.r.FailsClearly:
+		return []string{cpiv2.MethodDeleteStemcell}
 	}
-	rr.created = append(rr.created, rr.st.shared.Resources()...)
-	if err := rr.st.shared.Cleanup(ctx); err != nil {
-		violate(violation(ClauseNoLeak, err.Error(), nil))
-	}
-}
-
-// checkNoLeak cleans up and checks that nothing is left; it runs once, in
-// step 7 or, when an earlier step failed, after the row.
-func (rr *rowRun) checkNoLeak(ctx SpecContext) {
-	GinkgoHelper()
-	if rr.finished {
-		return
-	}
-	rr.finished = true
-	rr.cleanup(ctx)
-	st := rr.st
-	if st.cfg.Oracle != nil && rr.hasBefore {
-		after, err := st.cfg.Oracle.Inventory(ctx)
-		if err != nil {
-			Fail(fmt.Sprintf("oracle inventory: %v", err))
-		}
-		if l := leaked(rr.before, after); len(l) > 0 {
-			violate(violation(ClauseNoLeak, fmt.Sprintf("row %s left %s in the IaaS", rr.r.Name, strings.Join(l, ", ")), nil))
-		}
-		return
-	}
-	if st.client == nil {
-		return
-	}
-	for _, res := range rr.created {
-		var method string
-		switch res.Kind {
-		case KindVM:
-			method = cpiv2.MethodHasVM
-		case KindDisk:
-			method = cpiv2.MethodHasDisk
-		default:
-			continue
-		}
-		x := st.client.Call(ctx, method, "", res.CID)
-		if e := x.Response.Error; x.RunErr == nil && e != nil && e.Type == cpiv2.TypeNotImplemented {
-			// The Director tolerates NotImplemented (CONTRACTS §3); this may
-			// run after the row (not in a spec), so no Skip: say so instead.
-			AddReportEntry("not checked", fmt.Sprintf("leaks of %s: the CPI answers NotImplemented for %s and there is no oracle", res, method))
-			continue
-		}
-		mustOK(x, ClauseNoLeak)
-		if string(x.Response.Result) == "true" {
-			violate(violation(ClauseNoLeak, fmt.Sprintf("%s is still there after clean-up", res), x))
-		} else if string(x.Response.Result) != "false" {
-			violate(violation(ClauseNoLeak, fmt.Sprintf("%s must return a bool, returned %s", method, excerpt(x.Response.Result)), x))
-		}
-	}
+	return []string{cpiv2.MethodDetachDisk, cpiv2.MethodDeleteVM, cpiv2.MethodDeleteDisk, cpiv2.MethodDeleteStemcell}
 }
 
 // agentIDOf returns the agent_id of a settings document ("" when none).

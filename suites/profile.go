@@ -8,7 +8,7 @@ import (
 
 // negotiate returns the api_version caller p speaks to a CPI whose info
 // reported cpiMax (0: none, a v1 CPI), or an error wrapping ErrRefused when
-// p refuses the CPI (CONTRACTS §4). It mirrors cpiv2's caller profiles; the
+// p refuses the CPI (version.refused). It mirrors cpiv2's caller profiles; the
 // suites call the CPI at the wire level themselves so that they can judge
 // every byte of every response.
 func negotiate(p cpiv2.Profile, cpiMax int) (int, error) {
@@ -26,7 +26,7 @@ func negotiate(p cpiv2.Profile, cpiMax int) (int, error) {
 }
 
 // hasRegistry reports whether deployments of caller p have a registry: the
-// current Director has none (CONTRACTS §4).
+// current Director has none (docs/contracts.md, the reference table).
 func hasRegistry(p cpiv2.Profile) bool {
 	return p.Name != cpiv2.ProfileDirectorCurrent.Name
 }

@@ -17,6 +17,7 @@ import (
 // contexts and rows is read from cfg now; everything else is read when the
 // specs run, so a BeforeSuite may still fill cfg in (csi-test GinkgoTest).
 func Register(cfg *Config) bool {
+	strict.Store(cfg.Strict)
 	if cfg.RunID == "" {
 		cfg.RunID = randomRunID() // one run, one ID, for every container
 	}
@@ -55,6 +56,16 @@ type RunOptions struct {
 	Progress func(done, total int, spec *types.SpecReport)
 	// Timeout bounds the whole run (default 1 h).
 	Timeout time.Duration
+	// Workers is how many processes Run spreads the containers over (see
+	// workers.go): 0 picks $CPILAB_SUITES_WORKERS, else NumCPU + 1, at most
+	// one per contract context (always 1 inside a test binary); 1 runs
+	// everything in this process.
+	// Workers re-run the current program with its arguments, so a program
+	// calling Run must reach Run again the same way (cpilab certify does).
+	Workers int
+	// DryRun lists the specs without running anything (Ginkgo's dry run):
+	// every spec is reported as passed, with its labels.
+	DryRun bool
 }
 
 type fakeT struct{ failed bool }
@@ -65,6 +76,17 @@ func (t *fakeT) Fail() { t.failed = true }
 // certify path), returning Ginkgo's report. It owns the process's Ginkgo
 // state: call it once per process.
 func Run(cfg Config, opts RunOptions) (types.Report, error) {
+	if _, report, rows, ok := workerShare(); ok {
+		return runWorker(cfg, opts, report, rows)
+	}
+	if n := opts.workerCount(cfg.withDefaults()); n > 1 {
+		return runShared(cfg, opts, n)
+	}
+	return runTree(cfg, opts)
+}
+
+func runTree(cfg Config, opts RunOptions) (types.Report, error) {
+	strict.Store(cfg.Strict)
 	return RunTree("cpilab CPI certification", func() { Register(&cfg) }, opts)
 }
 
@@ -97,6 +119,7 @@ func RunTree(description string, register func(), opts RunOptions) (types.Report
 	suiteConfig, reporterConfig := GinkgoConfiguration()
 	suiteConfig.LabelFilter = opts.LabelFilter
 	suiteConfig.FocusStrings = opts.Focus
+	suiteConfig.DryRun = opts.DryRun
 	suiteConfig.Timeout = opts.Timeout
 	if suiteConfig.Timeout <= 0 {
 		suiteConfig.Timeout = time.Hour

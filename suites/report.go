@@ -14,7 +14,7 @@ import (
 )
 
 // Areas are the summary's columns, in order.
-var Areas = []string{"protocol", "shapes", "errors", "truth", "hints", "parallel", "retry", "iaas",
+var Areas = []string{"setup", "protocol", "shapes", "errors", "truth", "hints", "parallel", "retry", "iaas",
 	"vm", "settings", "agent", "disks", "data", "cleanup"}
 
 // Cell counts the specs of one row and area.

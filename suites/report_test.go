@@ -99,17 +99,20 @@ func TestFailuresCarryClauseRequestAndRerun(t *testing.T) {
 	}
 }
 
+func sampleCertifyReport() *CertifyReport {
+	return NewCertifyReport(sampleReport(), ReportRun{Target: "bin/cpi <x>", Started: time.Unix(0, 0), Duration: time.Second,
+		Notes: []string{"no oracle"}, Rerun: func(focus string) string { return "cpilab certify --focus '" + focus + "'" }})
+}
+
 func TestWriteHTML(t *testing.T) {
-	r := sampleReport()
 	var b bytes.Buffer
-	err := WriteHTML(&b, HTMLReport{Title: "t", Target: "bin/cpi <x>", Started: time.Unix(0, 0), Duration: time.Second,
-		Summary: Summarize(r), Failures: Failures(r, nil), Notes: []string{"no oracle"}})
-	if err != nil {
+	if err := WriteHTML(&b, sampleCertifyReport()); err != nil {
 		t.Fatal(err)
 	}
 	h := b.String()
-	for _, want := range []string{"REJECTED: 1 failed", `class="fail">✘ 1/2`, `class="skip">– 1`, "cli.api2", "director-current.api3",
-		"CONTRACTS §3: delete_disk of a missing disk", "bin/cpi &lt;x&gt;", "no oracle"} {
+	for _, want := range []string{"REJECTED: 1 failed", `class="fail"><a href="#cell-cli-api2-errors">✘ 1/2</a>`, `class="skip"><a href="#cell-director-current-api3-iaas">– 1</a>`,
+		`id="cell-cli-api2-errors"`, "cli.api2", "director-current.api3", "errors.delete-disk-missing", "bin/cpi &lt;x&gt;", "no oracle",
+		`<dl class="legend"`, AreaDocs["errors"], "rerun: <code>cpilab certify --focus"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("HTML lacks %q", want)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/cpilab/cpilab/cpiv2"
 	. "github.com/onsi/ginkgo/v2"
@@ -22,6 +23,87 @@ type state struct {
 	sw      Switch
 	// skip, when set, is why every spec of the container is skipped.
 	skip string
+
+	// setup is the container's setup (info, shared resources); it runs
+	// once, in the setup spec or, when that spec is filtered out, before
+	// the first spec that runs. setupState says how far it got.
+	setup      func(ctx SpecContext)
+	setupState setupState
+	// before is the IaaS inventory before the setup (nil: no oracle).
+	before *Inventory
+	// tornDown: the teardown ran (in its spec or after the container).
+	tornDown bool
+	// created is what the container shared, for the leak check without an
+	// oracle.
+	created []Resource
+	// name is the container's name in messages ("context cli.api2").
+	name string
+	// stemcells and vmProps replace Env.Stemcells and
+	// Env.VMCloudProperties in a row with its own resolver (useResolver).
+	stemcells map[int]Stemcell
+	vmProps   *cpiv2.CloudProps
+
+	recMu sync.Mutex
+	rec   *recorder // the running spec's calls; guarded by recMu
+
+	leftMu   sync.Mutex
+	leftover []Resource // what specs could not clean up; guarded by leftMu
+}
+
+type setupState int
+
+const (
+	setupNotRun setupState = iota
+	setupRunning
+	setupDone
+	setupFailed
+)
+
+// ensureSetup runs the container's setup unless it ran; a setup that failed
+// before makes every later spec not checked, naming the setup spec.
+func (st *state) ensureSetup(ctx SpecContext) {
+	GinkgoHelper()
+	switch st.setupState {
+	case setupDone:
+		return
+	case setupFailed, setupRunning:
+		notChecked("the setup of this context failed (see its " + ClauseSetup + " spec)")
+	}
+	st.setupState = setupRunning
+	defer func() {
+		if st.setupState == setupRunning {
+			st.setupState = setupFailed
+		}
+	}()
+	st.setup(ctx)
+	st.setupState = setupDone
+}
+
+// beginSpec starts recording the CPI calls of the running spec; after the
+// spec (and its clean-up) it stores the spec's clause, the methods it
+// called and every call as report entries.
+func (st *state) beginSpec() {
+	r := &recorder{}
+	st.recMu.Lock()
+	st.rec = r
+	st.recMu.Unlock()
+	text := CurrentSpecReport().LeafNodeText
+	DeferCleanup(func() {
+		st.recMu.Lock()
+		st.rec = nil
+		st.recMu.Unlock()
+		r.report(ClauseOf(text))
+	})
+}
+
+// observe is the client's hook: every call goes to the running spec.
+func (st *state) observe(x *Exchange) {
+	st.recMu.Lock()
+	r := st.rec
+	st.recMu.Unlock()
+	if r != nil {
+		r.add(x)
+	}
 }
 
 // connect runs info and negotiates. It fails the container when info
@@ -38,12 +120,22 @@ func (st *state) connect(ctx context.Context, refusedOK bool) (refusal error, sk
 		return nil, fmt.Sprintf("not checked: %v", err)
 	case err != nil && x != nil && !errors.Is(err, ErrRefused):
 		checkWire(x)
+		if errors.Is(err, ErrInfoVersion) {
+			violate(violation(ClauseInfoVersion, err.Error(), x))
+		}
 		violate(violation(ClauseInfo, err.Error(), x))
 	case err != nil && x == nil:
 		Fail(fmt.Sprintf("cannot run the CPI: %v", err))
 	}
 	st.client = c
+	if c != nil {
+		c.w.observe = st.observe
+		st.observe(x) // info, as the setup's first call
+	}
 	st.shared = NewTracker(c)
+	if req := st.cfg.RequireAPIVersion; req > 0 && st.sw.APIVersionCap == 0 && c != nil && max(c.CPIMax, 1) < req {
+		violate(violation(ClauseRequiredVersion, fmt.Sprintf("info reports api_version %d; at least %d is required", max(c.CPIMax, 1), req), x))
+	}
 	if cap := st.sw.APIVersionCap; cap > 0 && c.CPIMax > cap {
 		did := fmt.Sprintf("with debug.cpi.api_version %d in its config, info reports api_version %d", cap, c.CPIMax)
 		if st.cfg.CPI.HonoursAPIVersionCap {
@@ -68,7 +160,7 @@ func (st *state) connect(ctx context.Context, refusedOK bool) (refusal error, sk
 func (st *state) skipIfSkipped() {
 	GinkgoHelper()
 	if st.skip != "" {
-		Skip(st.skip)
+		skipWith(st.skip)
 	}
 }
 
@@ -77,8 +169,13 @@ func (st *state) tracker() *Tracker {
 	GinkgoHelper()
 	t := NewTracker(st.client)
 	DeferCleanup(func(ctx SpecContext) {
-		if err := t.Cleanup(ctx); err != nil {
-			violate(violation(ClauseNoLeak, err.Error(), nil))
+		if err := t.Cleanup(withCleanup(ctx)); err != nil {
+			// Tried again by the teardown, once the shared VMs that may
+			// hold them are gone.
+			st.leftMu.Lock()
+			st.leftover = append(st.leftover, t.Failed()...)
+			st.leftMu.Unlock()
+			violate(violation(ClauseTeardown, err.Error(), nil))
 		}
 	})
 	return t
@@ -87,7 +184,11 @@ func (st *state) tracker() *Tracker {
 // stemcellFor returns the configured stemcell of api_version v, or the
 // reason there is none.
 func (st *state) stemcellFor(v int) (Stemcell, string) {
-	sc, ok := st.cfg.Env.Stemcells[v]
+	all := st.cfg.Env.Stemcells
+	if st.stemcells != nil {
+		all = st.stemcells
+	}
+	sc, ok := all[v]
 	if !ok || sc.ImagePath == "" {
 		return sc, fmt.Sprintf("not checked: no stemcell of api_version %d configured", v)
 	}
@@ -99,7 +200,7 @@ func (st *state) createStemcell(ctx context.Context, t *Tracker, v int) string {
 	GinkgoHelper()
 	sc, why := st.stemcellFor(v)
 	if why != "" {
-		Skip(why)
+		skipWith(why)
 	}
 	args := []any{sc.ImagePath, sc.CloudProperties}
 	if st.client.APIVersion >= 3 {
@@ -112,6 +213,15 @@ func (st *state) createStemcell(ctx context.Context, t *Tracker, v int) string {
 		violate(violation(ClauseStemcell, "create_stemcell: "+err.Error(), x))
 	}
 	t.Add(Resource{Kind: KindStemcell, CID: cid})
+	if o := st.cfg.Oracle; o != nil {
+		inv, err := o.Inventory(ctx)
+		if err != nil {
+			Fail(fmt.Sprintf("oracle inventory: %v", err))
+		}
+		if !slices.Contains(inv.Stemcells, cid) {
+			violate(violation(ClauseStemcellTruth, fmt.Sprintf("create_stemcell returned %s, but the IaaS has no such stemcell (it has %v)", cid, inv.Stemcells), x))
+		}
+	}
 	return cid
 }
 
@@ -154,9 +264,54 @@ func ipOf(nets cpiv2.Networks) string {
 // result shape.
 func (st *state) createVM(ctx context.Context, t *Tracker, stemcell string, sv int) vm {
 	GinkgoHelper()
+	props := st.cfg.Env.VMCloudProperties
+	if st.vmProps != nil {
+		props = *st.vmProps
+	}
+	return st.createVMWith(ctx, t, stemcell, sv, props)
+}
+
+// useResolver makes the container use the stemcells and VM
+// cloud_properties of the environment for the agent device resolver r
+// (Environment.ResolverStemcells); without stemcells for r the defaults
+// stay, and the report says so.
+func (st *state) useResolver(r string) {
+	if r == "" {
+		return
+	}
+	if sc, ok := st.cfg.Env.ResolverStemcells[r]; ok {
+		st.stemcells = sc
+	} else {
+		AddReportEntry("resolver", fmt.Sprintf("no stemcell with the %s resolver is configured; this row uses the default stemcells", r), ReportEntryVisibilityNever)
+	}
+	if p, ok := st.cfg.Env.ResolverVMCloudProperties[r]; ok {
+		merged := mergeProps(st.cfg.Env.VMCloudProperties, p)
+		st.vmProps = &merged
+	}
+}
+
+// MaxVMCreateTries is how many times the harness, as the Director
+// (max_vm_create_tries), tries create_vm while it fails with
+// VMCreationFailed and ok_to_retry.
+const MaxVMCreateTries = 5
+
+// createVMWith is createVM with the VM's cloud_properties given. Like the
+// Director it retries create_vm up to MaxVMCreateTries times while the
+// error is VMCreationFailed with ok_to_retry, and stops on anything else.
+func (st *state) createVMWith(ctx context.Context, t *Tracker, stemcell string, sv int, props cpiv2.CloudProps) vm {
+	GinkgoHelper()
 	agentID := st.names.next("agent")
-	x := st.client.CreateVM(ctx, VMRequest{AgentID: agentID, StemcellCID: stemcell, StemcellAPIVersion: sv,
-		CloudProperties: st.cfg.Env.VMCloudProperties, Networks: st.cfg.Env.Networks})
+	var x *Exchange
+	for try := 1; ; try++ {
+		x = st.client.CreateVM(ctx, VMRequest{AgentID: agentID, StemcellCID: stemcell, StemcellAPIVersion: sv,
+			CloudProperties: props, Networks: st.cfg.Env.Networks})
+		checkWire(x)
+		if e := x.Response.Error; e != nil && errors.Is(e, cpiv2.ErrVMCreationFailed) && e.OkToRetry && try < MaxVMCreateTries {
+			AddReportEntry("create_vm retried", fmt.Sprintf("try %d failed with %s (ok_to_retry): %s", try, e.Type, e.Message), ReportEntryVisibilityNever)
+			continue
+		}
+		break
+	}
 	mustOK(x, ClauseCreateVM)
 	cid, err := st.client.DecodeVMCID(x.Response.Result)
 	if err != nil {
@@ -181,12 +336,17 @@ func (st *state) createDisk(ctx context.Context, t *Tracker, sizeMiB int, vmCID 
 		loc = vmCID
 	}
 	x := st.client.Call(ctx, cpiv2.MethodCreateDisk, vmCID, sizeMiB, st.cfg.Env.DiskCloudProperties, loc)
-	mustOK(x, ClauseVMLocality)
+	clause := ClauseCreateDisk
+	if vmCID != "" {
+		clause = ClauseVMLocality
+	}
+	mustOK(x, clause)
 	cid, err := decodeCID[cpiv2.DiskKind](x.Response.Result)
 	if err != nil {
-		violate(violation(ClauseVMLocality, "create_disk: "+err.Error(), x))
+		violate(violation(clause, "create_disk: "+err.Error(), x))
 	}
 	t.Add(Resource{Kind: KindDisk, CID: cid})
+	st.checkDiskAsAsked(ctx, cid, sizeMiB, x)
 	return cid
 }
 
@@ -224,17 +384,52 @@ func (st *state) checkHint(x *Exchange) cpiv2.DiskHint {
 func (st *state) detach(ctx context.Context, t *Tracker, vmCID, disk string) {
 	GinkgoHelper()
 	x := st.client.Call(ctx, cpiv2.MethodDetachDisk, vmCID, vmCID, disk)
-	mustNull(x, ClauseDetach)
+	mustUnread(x, ClauseDetach)
 	t.Forget(Resource{Kind: KindAttachment, CID: disk, VM: vmCID})
+	if o := st.cfg.Oracle; o != nil {
+		od, ok, err := o.Disk(ctx, disk)
+		if err != nil {
+			Fail(fmt.Sprintf("oracle disk %s: %v", disk, err))
+		}
+		if !ok || od.AttachedTo != "" {
+			violate(violation(ClauseDetach, fmt.Sprintf("detach_disk of %s from %s succeeded, but the IaaS shows it attached to %q (exists: %v)", disk, vmCID, od.AttachedTo, ok), x))
+		}
+	}
 }
+
+// checkDiskAsAsked checks, with an oracle, that the disk create_disk named
+// exists with the size (rounded up to at most the next GiB, as clouds with
+// GiB volumes do) and the cloud_properties asked for.
+func (st *state) checkDiskAsAsked(ctx context.Context, cid string, sizeMiB int, x *Exchange) {
+	GinkgoHelper()
+	o := st.cfg.Oracle
+	if o == nil {
+		return
+	}
+	od, ok, err := o.Disk(ctx, cid)
+	if err != nil {
+		Fail(fmt.Sprintf("oracle disk %s: %v", cid, err))
+	}
+	if !ok {
+		violate(violation(ClauseCreateDisk, fmt.Sprintf("create_disk returned %s, but the IaaS has no such disk", cid), x))
+	}
+	if od.SizeMiB < sizeMiB || od.SizeMiB > roundUpGiB(sizeMiB) {
+		violate(violation(ClauseCreateDisk, fmt.Sprintf("create_disk of %d MiB made disk %s of %d MiB", sizeMiB, cid, od.SizeMiB), x))
+	}
+	if want := st.cfg.Env.DiskCloudProperties; hasKeys(want) && !holdsProps(od.CloudProperties, want) {
+		violate(violation(ClauseCreateDisk, fmt.Sprintf("create_disk with cloud_properties %s made disk %s with %s", excerpt(mustJSON(want)), cid, excerpt(od.CloudProperties)), x))
+	}
+}
+
+func roundUpGiB(mib int) int { return (mib + 1023) / 1024 * 1024 }
 
 // callBool calls a has_* method and decodes the bool. It skips the spec
 // (not checked) when the CPI answers NotImplemented, which the Director
-// tolerates (CONTRACTS §3).
+// tolerates.
 func (st *state) callBool(ctx context.Context, clause, method, cid string) (bool, *Exchange) {
 	GinkgoHelper()
 	x := st.client.Call(ctx, method, "", cid)
-	skipIfNotImplemented(x) // the Director skips has_vm/has_disk on NotImplemented (CONTRACTS §3)
+	skipIfNotImplemented(x) // the Director skips has_vm/has_disk on NotImplemented
 	mustOK(x, clause)
 	switch string(x.Response.Result) {
 	case "true":
@@ -272,7 +467,7 @@ func (st *state) oracle() Oracle {
 	GinkgoHelper()
 	if st.cfg.Oracle == nil {
 		_, missing := st.cfg.Capabilities()
-		Skip("not checked: " + missing[CapOracle])
+		notChecked(missing[CapOracle])
 	}
 	return st.cfg.Oracle
 }

@@ -46,6 +46,7 @@ type Tracker struct {
 	client *Client
 	mu     sync.Mutex
 	res    []Resource
+	failed []Resource // what Cleanup could not delete; guarded by mu
 }
 
 // NewTracker returns a tracker that cleans up through c.
@@ -65,6 +66,14 @@ func (t *Tracker) Forget(r Resource) {
 	t.res = slices.DeleteFunc(t.res, func(x Resource) bool { return x == r })
 }
 
+// Failed returns what Cleanup could not delete (to try again later, when
+// what held it is gone).
+func (t *Tracker) Failed() []Resource {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.failed)
+}
+
 // Resources returns what is tracked, oldest first.
 func (t *Tracker) Resources() []Resource {
 	t.mu.Lock()
@@ -72,17 +81,42 @@ func (t *Tracker) Resources() []Resource {
 	return slices.Clone(t.res)
 }
 
-// Cleanup deletes every tracked resource, newest first, and returns the
-// resources it could not delete with the reason.
+// Cleanup deletes every tracked resource and returns the resources it
+// could not delete with the reason. It works in reverse order of
+// dependency: attachments are detached, then snapshots, VMs, disks and
+// stemcells are deleted, each kind newest first; the deletions of one kind
+// run in parallel (they are independent resources, as the Director deletes
+// instances in parallel).
 func (t *Tracker) Cleanup(ctx context.Context) error {
 	t.mu.Lock()
 	res := slices.Clone(t.res)
 	t.res = nil
 	t.mu.Unlock()
+	slices.Reverse(res)
 	var errs []error
-	for i := len(res) - 1; i >= 0; i-- {
-		if err := t.delete(ctx, res[i]); err != nil {
-			errs = append(errs, fmt.Errorf("cleaning up %s: %w", res[i], err))
+	var mu sync.Mutex
+	for _, kind := range []Kind{KindAttachment, KindSnapshot, KindVM, KindDisk, KindStemcell} {
+		var wg sync.WaitGroup
+		for _, r := range res {
+			if r.Kind != kind {
+				continue
+			}
+			wg.Go(func() {
+				if err := t.delete(ctx, r); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("cleaning up %s: %w", r, err))
+					mu.Unlock()
+					t.mu.Lock()
+					t.failed = append(t.failed, r)
+					t.mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, r := range res {
+		if !slices.Contains([]Kind{KindAttachment, KindSnapshot, KindVM, KindDisk, KindStemcell}, r.Kind) {
+			errs = append(errs, fmt.Errorf("cleaning up %s: unknown resource kind", r))
 		}
 	}
 	return errors.Join(errs...)
@@ -103,7 +137,7 @@ func (t *Tracker) delete(ctx context.Context, r Resource) error {
 		done = []error{cpiv2.ErrDiskNotFound}
 	case KindSnapshot:
 		x = t.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", r.CID)
-		done = nil
+		done = []error{cpiv2.ErrDiskNotFound}
 	case KindStemcell:
 		x = t.client.Call(ctx, cpiv2.MethodDeleteStemcell, "", r.CID)
 	default:

@@ -11,8 +11,8 @@ import (
 // Violation is one broken clause, as a failure message and in the reports
 // (a Ginkgo report entry named "violation").
 type Violation struct {
-	// Clause cites the contract, e.g. "CONTRACTS §3: delete_disk of a
-	// missing disk → DiskNotFound or success".
+	// Clause is the id of the clause that broke (docs/contracts.md), e.g.
+	// "errors.delete-disk-missing".
 	Clause string `json:"clause"`
 	// Did says what the CPI did instead.
 	Did string `json:"did"`
@@ -30,7 +30,7 @@ const ReportEntryViolation = "violation"
 
 // String is the clause, then the details.
 func (v Violation) String() string {
-	return v.Clause + "\n" + v.Details()
+	return ClauseText(v.Clause) + "\n" + v.Details()
 }
 
 // Details is the violation without its clause: what the CPI did instead,
@@ -68,7 +68,7 @@ func violation(clause, did string, x *Exchange) Violation {
 	return v
 }
 
-// checkWire fails the spec when x broke the protocol (CONTRACTS §1) or could
+// checkWire fails the spec when x broke the wire protocol or could
 // not be run.
 func checkWire(x *Exchange) {
 	GinkgoHelper()

@@ -7,23 +7,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cpilab/cpilab/cpiv2"
 )
 
 // Errors of the caller side, for errors.Is.
 var (
-	// ErrRefused: the caller profile refuses the CPI (CONTRACTS §4).
+	// ErrRefused: the caller profile refuses the CPI.
 	ErrRefused = errors.New("caller refuses the CPI")
-	// ErrProtocol: the CPI's response breaks CONTRACTS §1.
+	// ErrProtocol: the CPI's response breaks the wire protocol.
 	ErrProtocol = errors.New("invalid CPI response")
 	// ErrCannotSwitch: the target cannot be put into a row's setup.
 	ErrCannotSwitch = errors.New("the CPI cannot be switched into this setup")
+	// ErrInfoVersion: info's api_version is not one the caller can use
+	// (null, a string, not a positive integer).
+	ErrInfoVersion = errors.New("unusable api_version in info")
 )
 
 // Exchange is one CPI call as it happened on the wire: what was sent, what
@@ -34,12 +36,18 @@ type Exchange struct {
 	Stdout   []byte
 	Stderr   []byte // the last StderrKeep bytes
 	ExitCode int    // -1 when the process did not exit by itself
-	Elapsed  time.Duration
+	// Start and End are when the call began and ended; Elapsed is the CPI
+	// process's own run time (cpiv2.RunProcess).
+	Start, End time.Time
+	Elapsed    time.Duration
+	// Cleanup marks a call made by a Tracker's clean-up, not by the spec
+	// itself.
+	Cleanup  bool
 	TimedOut bool
 	// Response is the decoded response; valid only when Violations is empty
 	// or holds only exit-status and type issues.
 	Response Response
-	// Violations lists every way the response breaks CONTRACTS §1, empty
+	// Violations lists every way the response breaks the wire protocol, empty
 	// for a valid response.
 	Violations []string
 	// RunErr is a failure to run the command at all.
@@ -75,6 +83,8 @@ const StderrKeep = 16 << 10
 type wire struct {
 	command      []string // full argv, config args included
 	timeout      time.Duration
+	maxOutput    int  // stdout cap in bytes (default cpiv2.DefaultMaxOutput)
+	noRequestID  bool // the bosh CLI sends no request_id
 	directorUUID string
 	seq          *atomic.Int64
 	observe      func(*Exchange)
@@ -95,8 +105,10 @@ func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, 
 	}
 	req := request{Method: method, Arguments: args, Context: map[string]any{
 		"director_uuid": w.directorUUID,
-		"request_id":    fmt.Sprintf("cpilab-%d", w.seq.Add(1)),
 	}}
+	if !w.noRequestID {
+		req.Context["request_id"] = fmt.Sprintf("cpi-%06d", w.seq.Add(1))
+	}
 	if apiVersion > 0 {
 		req.APIVersion = &apiVersion
 	}
@@ -104,7 +116,7 @@ func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, 
 		req.Context["vm"] = map[string]any{"stemcell": map[string]any{"api_version": stemcellAPIVersion}}
 	}
 	body, err := json.Marshal(req)
-	x := &Exchange{Method: method, Request: body, ExitCode: -1}
+	x := &Exchange{Method: method, Request: body, ExitCode: -1, Cleanup: isCleanup(ctx)}
 	if err != nil {
 		x.RunErr = fmt.Errorf("encoding %s request: %w", method, err)
 		return x
@@ -117,34 +129,25 @@ func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, 
 }
 
 func (w *wire) run(ctx context.Context, x *Exchange) {
-	ctx, cancel := context.WithTimeout(ctx, w.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, w.command[0], w.command[1:]...)
-	// The Director's scrubbed environment (CONTRACTS §1).
-	cmd.Env = scrubbedEnv()
-	cmd.Stdin = bytes.NewReader(x.Request)
-	var stdout bytes.Buffer
-	stderr := &tailBuffer{max: StderrKeep}
-	cmd.Stdout = &stdout
-	cmd.Stderr = stderr
-	cmd.WaitDelay = 2 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	x.Elapsed = time.Since(start)
-	x.Stdout = stdout.Bytes()
-	x.Stderr = stderr.Bytes()
-	if ctx.Err() == context.DeadlineExceeded {
-		x.TimedOut = true
-		x.Violations = append(x.Violations, fmt.Sprintf("the CPI did not answer within %s (killed)", w.timeout))
-		return
-	}
-	var exitErr *exec.ExitError
+	// One exec path for every CPI call cpilab makes (cpiv2.RunProcess): the
+	// Director's scrubbed environment, its own process group killed on
+	// time-out, stdout capped.
+	x.Start = time.Now()
+	res, err := cpiv2.RunProcess(ctx, cpiv2.ProcessConfig{Command: w.command, Timeout: w.timeout, MaxOutput: w.maxOutput}, x.Request)
+	x.End = time.Now()
+	x.Elapsed = res.Elapsed
+	x.Stdout = res.Stdout
+	x.Stderr = keepTail(res.Stderr, StderrKeep)
+	x.ExitCode = res.ExitCode
 	switch {
-	case err == nil:
-		x.ExitCode = 0
-	case errors.As(err, &exitErr):
-		x.ExitCode = exitErr.ExitCode()
-	default:
+	case errors.Is(err, cpiv2.ErrCPITimeout):
+		x.TimedOut = true
+		x.Violations = append(x.Violations, fmt.Sprintf("the CPI did not answer within %s (its process group was killed)", w.timeout))
+		return
+	case errors.Is(err, cpiv2.ErrOutputTooLarge):
+		x.Violations = append(x.Violations, fmt.Sprintf("stdout grew past %d bytes (the process group was killed): a CPI writes one response object there", w.maxOutputOrDefault()))
+		return
+	case err != nil:
 		x.RunErr = fmt.Errorf("running %s: %w", w.command[0], err)
 		return
 	}
@@ -154,21 +157,33 @@ func (w *wire) run(ctx context.Context, x *Exchange) {
 	}
 }
 
-func scrubbedEnv() []string {
-	var env []string
-	for _, k := range []string{"PATH", "TMPDIR", "HOME"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
+func (w *wire) maxOutputOrDefault() int {
+	if w.maxOutput > 0 {
+		return w.maxOutput
 	}
-	return env
+	return cpiv2.DefaultMaxOutput
 }
 
-// checkResponse decodes stdout into r and returns every CONTRACTS §1
-// violation: exactly one JSON object, the three keys, log a string, error
+// keepTail keeps the last n bytes of b, saying how many were dropped.
+func keepTail(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	cut := len(b) - n
+	return append([]byte(fmt.Sprintf("[%d earlier bytes dropped]\n", cut)), b[cut:]...)
+}
+
+// checkResponse decodes stdout into r and returns every wire protocol
+// violation (wire.one-object): exactly one JSON object, the three keys, log a string, error
 // null or {type, message, ok_to_retry: bool}, result null beside an error.
 func checkResponse(stdout []byte, r *Response) []string {
 	var v []string
+	if !utf8.Valid(stdout) {
+		v = append(v, fmt.Sprintf("stdout is not valid UTF-8 (JSON must be; the Director's parser rejects it): %s", excerpt(bytes.ToValidUTF8(stdout, []byte("\uFFFD")))))
+	}
+	if dup := duplicateKey(stdout); dup != "" {
+		v = append(v, fmt.Sprintf("the response holds key %q more than once (which one counts is up to the parser)", dup))
+	}
 	dec := json.NewDecoder(bytes.NewReader(stdout))
 	var raw map[string]json.RawMessage
 	if err := dec.Decode(&raw); err != nil || raw == nil {
@@ -241,25 +256,60 @@ func excerpt(b []byte) string {
 	return s
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	max int
-	buf []byte
-	cut int
+type cleanupKey struct{}
+
+// withCleanup marks the calls made with ctx as clean-up calls.
+func withCleanup(ctx context.Context) context.Context {
+	return context.WithValue(ctx, cleanupKey{}, true)
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.cut += over
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
+func isCleanup(ctx context.Context) bool {
+	v, _ := ctx.Value(cleanupKey{}).(bool)
+	return v
 }
 
-func (t *tailBuffer) Bytes() []byte {
-	if t.cut > 0 {
-		return append([]byte(fmt.Sprintf("[%d earlier bytes dropped]\n", t.cut)), t.buf...)
+// duplicateKey returns the first key that appears twice in one object of
+// the first JSON value of b, at any depth ("" when none, or when b is not
+// JSON: other checks say so).
+func duplicateKey(b []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var walk func() (string, bool)
+	walk = func() (string, bool) {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		d, ok := tok.(json.Delim)
+		if !ok {
+			return "", true
+		}
+		switch d {
+		case '{':
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return "", false
+				}
+				k, _ := kt.(string)
+				if seen[k] {
+					return k, false
+				}
+				seen[k] = true
+				if dup, ok := walk(); !ok {
+					return dup, false
+				}
+			}
+		case '[':
+			for dec.More() {
+				if dup, ok := walk(); !ok {
+					return dup, false
+				}
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return "", err == nil
 	}
-	return t.buf
+	dup, _ := walk()
+	return dup
 }

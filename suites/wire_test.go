@@ -31,6 +31,9 @@ func TestCheckResponse(t *testing.T) {
 		{"type missing", `{"result":null,"error":{"message":"m","ok_to_retry":true},"log":""}`, "error.type must be a string"},
 		{"error a string", `{"result":null,"error":"boom","log":""}`, "error must be null or an object"},
 		{"result beside error", `{"result":"","error":{"type":"T","message":"m","ok_to_retry":false},"log":""}`, "result must be null beside an error"},
+		{"duplicate key", `{"result":null,"error":null,"log":"","result":"disk-1"}`, `key "result" more than once`},
+		{"duplicate key in error", `{"result":null,"error":{"type":"T","type":"U","message":"m","ok_to_retry":false},"log":""}`, `key "type" more than once`},
+		{"not UTF-8", "{\"result\":null,\"error\":null,\"log\":\"caf\xe9\"}", "not valid UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Response
@@ -90,7 +93,7 @@ func TestWireExitStatusAndTimeout(t *testing.T) {
 	if !x.TimedOut || time.Since(start) > 5*time.Second {
 		t.Fatalf("hang: timed out %v after %s", x.TimedOut, time.Since(start))
 	}
-	if len(x.Stderr) > StderrKeep+100 || !strings.Contains(string(x.Stderr), "earlier bytes dropped") {
+	if len(x.Stderr) > StderrKeep+100 || !strings.Contains(string(x.Stderr), "earlier bytes dropped") || x.ExitCode != -1 {
 		t.Fatalf("stderr kept %d bytes: %.100q", len(x.Stderr), x.Stderr)
 	}
 	// The Director's scrubbed environment: PATH, TMPDIR and HOME only.
@@ -109,7 +112,7 @@ func TestWireExitStatusAndTimeout(t *testing.T) {
 }
 
 // FuzzCheckResponse: whatever a CPI prints, judging it never panics, and a
-// response judged valid really has the shape CONTRACTS §1 requires.
+// response judged valid really has the shape wire.one-object requires.
 func FuzzCheckResponse(f *testing.F) {
 	for _, s := range []string{
 		`{"result":"disk-1","error":null,"log":""}`,

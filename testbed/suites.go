@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/vmssh"
@@ -26,6 +27,17 @@ func (t *Testbed) SuiteConfig(command []string) (suites.Config, error) {
 	if err != nil {
 		return suites.Config{}, err
 	}
+	byResolver := map[string]map[int]suites.Stemcell{}
+	for _, r := range []string{agent.ResolverIdentity, agent.ResolverMapped, agent.ResolverVirtio, agent.ResolverSCSI} {
+		byResolver[r] = map[int]suites.Stemcell{}
+		for _, v := range []int{1, 2} {
+			img, err := t.StemcellImageFor(v, r)
+			if err != nil {
+				return suites.Config{}, err
+			}
+			byResolver[r][v] = suites.Stemcell{ImagePath: img}
+		}
+	}
 	cfg := suites.Config{
 		CPI: suites.Target{
 			Command: command,
@@ -37,6 +49,25 @@ func (t *Testbed) SuiteConfig(command []string) (suites.Config, error) {
 			Stemcells: map[int]suites.Stemcell{1: {ImagePath: s1}, 2: {ImagePath: s2}},
 			// Small sparse disks: fakeiaas backs them with sparse files.
 			DiskSizeMiB: 64, ResizeToMiB: 128,
+			// Disk cloud_properties the oracle can check were kept.
+			DiskCloudProperties: cpiv2.MustCloudProps(map[string]string{"type": "cpilab-ssd"}),
+			// Every hint style of the embedded cloud (docs/seams.md).
+			HintStyles: map[string]cpiv2.CloudProps{
+				"path":      cpiv2.MustCloudProps(map[string]string{"disk_hint": "path"}),
+				"string":    cpiv2.MustCloudProps(map[string]string{"disk_hint": "string"}),
+				"id":        cpiv2.MustCloudProps(map[string]string{"disk_hint": "id"}),
+				"volume_id": cpiv2.MustCloudProps(map[string]string{"disk_hint": "volume_id"}),
+				"lun":       cpiv2.MustCloudProps(map[string]string{"disk_hint": "lun"}),
+			},
+			// Identity and mapped agents can only use the hint's path; the
+			// SCSI agent gets the SCSI target, so that there too only the
+			// hint leads to the disk (no by-id link is consulted).
+			ResolverStemcells: byResolver,
+			ResolverVMCloudProperties: map[string]cpiv2.CloudProps{
+				agent.ResolverIdentity: cpiv2.MustCloudProps(map[string]string{"disk_hint": "path"}),
+				agent.ResolverMapped:   cpiv2.MustCloudProps(map[string]string{"disk_hint": "string", "device_prefix": "xvd"}),
+				agent.ResolverSCSI:     cpiv2.MustCloudProps(map[string]string{"disk_hint": "volume_id"}),
+			},
 		},
 		Oracle: Oracle{t.IaaS.Cloud()},
 		Faults: Faults{t.IaaS.Cloud()},
@@ -110,8 +141,12 @@ func (o Oracle) Disk(ctx context.Context, cid string) (suites.OracleDisk, bool, 
 	if err != nil {
 		return suites.OracleDisk{}, false, err
 	}
-	return suites.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata),
-		AttachedTo: d.VMCID.String(), Device: d.Device}, true, nil
+	lun := -1
+	if d.Device != "" {
+		lun = d.LUN
+	}
+	return suites.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata), CloudProperties: d.CloudProperties,
+		AttachedTo: d.VMCID.String(), Device: d.Device, LUN: lun}, true, nil
 }
 
 // Settings returns the registry entry, the number of registry writes and
@@ -162,6 +197,42 @@ func (f Faults) FailVMCreations(ctx context.Context, n int) (func() error, error
 		}
 		return nil
 	}, nil
+}
+
+// Hold pauses every fakeiaas request of one kind (a fakeiaas pause rule)
+// until the gate is released.
+func (f Faults) Hold(ctx context.Context, method string) (suites.Gate, error) {
+	r, err := f.Cloud.AddFault(ctx, fakeiaas.Rule{Op: fakeiaas.Op(method), Effect: fakeiaas.Effect{Kind: fakeiaas.EffectPause}})
+	if err != nil {
+		return nil, err
+	}
+	return gate{cloud: f.Cloud, id: r.ID}, nil
+}
+
+type gate struct {
+	cloud *fakeiaas.Cloud
+	id    string
+}
+
+func (g gate) Waiting(ctx context.Context) (int, error) {
+	rules, err := g.cloud.Faults(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rules {
+		if r.Rule.ID == g.id {
+			return r.Paused, nil
+		}
+	}
+	return 0, fmt.Errorf("testbed: pause rule %s is gone", g.id)
+}
+
+func (g gate) Release(ctx context.Context) error {
+	err := g.cloud.RemoveFault(ctx, g.id)
+	if errors.Is(err, fakeiaas.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // Agents reaches the testbed's agents over its embedded NATS.

@@ -51,6 +51,12 @@ type Config struct {
 	// Listen is fakeiaas's loopback address (default "127.0.0.1:0", a free
 	// port).
 	Listen string
+	// PollInterval is how often the testbed's waits look again: the agents'
+	// boot retries and device polls, and the mbus client's get_task polls
+	// (default 5 ms: everything is local, and a certify run makes hundreds
+	// of such waits). PingTimeout bounds one ping of a booting agent
+	// (default 20 ms; the wait goes on until the agent timeout).
+	PollInterval, PingTimeout time.Duration
 }
 
 // Testbed is an embedded fake cloud on loopback: fakeiaas (HTTP API,
@@ -76,6 +82,12 @@ type Testbed struct {
 func Start(cfg Config) (tb *Testbed, err error) {
 	if cfg.Store == "" {
 		cfg.Store = "memory"
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 5 * time.Millisecond
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = 20 * time.Millisecond
 	}
 	if cfg.AgentBootTimeout == 0 {
 		cfg.AgentBootTimeout = 30 * time.Second
@@ -116,8 +128,8 @@ func Start(cfg Config) (tb *Testbed, err error) {
 		// they name, as an agent on a real VM does.
 		t.agents = agent.NewFleet(nil)
 		hooks = boothook.New(boothook.Config{Fleet: t.agents,
-			Base: agent.Config{DeviceTimeout: cfg.AgentDeviceTimeout, DevicePollInterval: 20 * time.Millisecond},
-			Boot: agent.BootOptions{Retry: 50 * time.Millisecond, Timeout: cfg.AgentBootTimeout}})
+			Base: agent.Config{DeviceTimeout: cfg.AgentDeviceTimeout, DevicePollInterval: cfg.PollInterval},
+			Boot: agent.BootOptions{Retry: cfg.PollInterval, Timeout: cfg.AgentBootTimeout}})
 	}
 	t.IaaS, err = fakeiaas.Serve(fakeiaas.ServeConfig{
 		DataDir: filepath.Join(t.cfg.Dir, "fakeiaas"), Store: cfg.Store, Hooks: hooks,
@@ -134,7 +146,7 @@ func Start(cfg Config) (tb *Testbed, err error) {
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	if t.mbusCli, err = mbus.NewClient(mbus.ClientConfig{Transport: t.mbusTr, DirectorUUID: "cpilab-" + randomHex(4),
-		TaskPollInterval: 50 * time.Millisecond, Timeout: 30 * time.Second, PingTimeout: 50 * time.Millisecond}); err != nil {
+		TaskPollInterval: cfg.PollInterval, Timeout: 30 * time.Second, PingTimeout: cfg.PingTimeout}); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	if !cfg.NoSSH {
@@ -256,16 +268,24 @@ func (t *Testbed) CPIConfig(s CPISetup) (string, error) {
 }
 
 // StemcellImage writes (once) a stemcell image of the given api_version
-// (the small JSON image of docs/seams.md) and returns its path. An
-// api_version 1 image carries no api_version at all, as stemcell.MF files
-// from before api_version 2 do.
+// (the small JSON image of docs/seams.md) whose agent uses the virtio
+// device resolver, and returns its path. An api_version 1 image carries no
+// api_version at all, as stemcell.MF files from before api_version 2 do.
 func (t *Testbed) StemcellImage(apiVersion int) (string, error) {
-	p := filepath.Join(t.cfg.Dir, "stemcells", fmt.Sprintf("stemcell-api%d.json", apiVersion))
+	return t.StemcellImageFor(apiVersion, agent.ResolverVirtio)
+}
+
+// StemcellImageFor is StemcellImage with the agent's device resolver
+// ("identity", "mapped", "virtio" or "scsi") chosen.
+func (t *Testbed) StemcellImageFor(apiVersion int, resolver string) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := filepath.Join(t.cfg.Dir, "stemcells", fmt.Sprintf("stemcell-api%d-%s.json", apiVersion, resolver))
 	if _, err := os.Stat(p); err == nil {
 		return p, nil
 	}
 	img := map[string]any{"name": "bosh-fakeiaas-ubuntu-jammy", "version": "1.0",
-		"agent": map[string]any{"device_path_resolution_type": "virtio"}}
+		"agent": map[string]any{"device_path_resolution_type": resolver}}
 	if apiVersion > 1 {
 		img["api_version"] = apiVersion
 	}

@@ -30,20 +30,21 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if cfg.Root == "" || cfg.VMCID == "" {
-		fs.Usage()
-		return fmt.Errorf("--root and --vm-cid are required")
+		return usageError(fs, "--root and --vm-cid are required")
 	}
 	switch agent.Mode(mode) {
 	case agent.ModeNormal, agent.ModeOld:
 		cfg.Mode = agent.Mode(mode)
 	default:
-		return fmt.Errorf("--mode %q: want normal or old", mode)
+		return usageError(fs, "--mode %q: want normal or old", mode)
 	}
 	a, err := agent.Start(cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "agent %s on VM %s (settings from %s); listening on the mbus\n", a.AgentID(), cfg.VMCID, a.SettingsSource())
+	if !newUI(fs, stdout, stderr).quiet {
+		fmt.Fprintf(stdout, "agent %s on VM %s (settings from %s); listening on the mbus\n", a.AgentID(), cfg.VMCID, a.SettingsSource())
+	}
 	<-ctx.Done()
 	a.Stop()
 	return nil

@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
+	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
 	"github.com/onsi/ginkgo/v2/types"
@@ -24,41 +28,161 @@ func init() {
 // suites.RunOptions and nothing else.
 type certifyFlags struct {
 	cpi, config                           string
-	labelFilter, focus                    string
+	labelFilter, focus, skip              string
 	junit, jsonReport, html               string
 	callTimeout, agentTimeout             time.Duration
-	expectSwitch, noExpectSwitch, verbose bool
+	expectSwitch, verbose, failFast, list bool
+	strict                                bool
+	requireAPIVersion                     int
+	// ginkgo are the --ginkgo.NAME[=VALUE] arguments passed through to
+	// Ginkgo, as given.
+	ginkgo []string
+	// set names the flags given on the command line.
+	set map[string]bool
+}
+
+func (f *certifyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.cpi, "cpi", "", "CPI executable `PATH` to certify on the embedded fake cloud, run as PATH -configPath FILE with the cpi.json cpilab writes (default: bin/fakeiaas-cpi next to cpilab, else fakeiaas-cpi on PATH); it must speak fakeiaas's API")
+	fs.StringVar(&f.config, "config", "", "YAML `FILE` describing a real cloud (CPI command and config, stemcells, cloud properties, networks; docs/cloud.yml); the oracle checks are then not checked")
+	fs.StringVar(&f.labelFilter, "label-filter", "", "run only the specs matching this Ginkgo label filter `EXPR`, e.g. 'area:errors && api:2'")
+	fs.StringVar(&f.focus, "focus", "", "run only the specs whose full text matches this `REGEXP` (each failure prints one)")
+	fs.StringVar(&f.skip, "skip", "", "leave out the specs whose full text matches this `REGEXP`")
+	fs.BoolVar(&f.failFast, "fail-fast", false, "stop at the first failed spec (what it created is still cleaned up)")
+	fs.BoolVar(&f.list, "list", false, "list the specs (id, clause, labels) that would run, without running anything")
+	fs.BoolVar(&f.strict, "strict", false, "fail, instead of not checking, every spec that cannot check its clause here (no oracle, no agent, a row the CPI cannot be switched into); what does not apply at all stays not checked")
+	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit XML report (one testsuite per suite and row) to `FILE`")
+	fs.StringVar(&f.jsonReport, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE`")
+	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, matrix linked to its specs, legend) to `FILE`")
+	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "bound on one CPI call; a CPI still running is killed with its whole process group and the call fails")
+	fs.DurationVar(&f.agentTimeout, "agent-timeout", 30*time.Second, "bound on waiting for an agent to answer ping")
+	fs.BoolVar(&f.expectSwitch, "expect-version-switch", false, "the CPI claims to honour debug.cpi.api_version: fail (instead of not checking) the rows it cannot be switched into (always on for the default reference CPI)")
+	fs.BoolVar(&f.verbose, "v", false, "stream Ginkgo's verbose output to stderr")
+	registerCertifyExtra(fs, f)
 }
 
 func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("certify", stderr)
 	var f certifyFlags
-	fs.StringVar(&f.cpi, "cpi", "", "CPI executable `PATH` to certify, run as PATH -configPath FILE with the cpi.json cpilab writes for its embedded fakeiaas (default: bin/fakeiaas-cpi next to cpilab, else fakeiaas-cpi on PATH)")
-	fs.StringVar(&f.config, "config", "", "YAML `FILE` describing a real cloud (CPI command and config, stemcells, cloud properties, networks); the oracle checks are then skipped")
-	fs.StringVar(&f.labelFilter, "label-filter", "", "run only the specs matching this Ginkgo label filter, e.g. 'area:errors && api:2'")
-	fs.StringVar(&f.focus, "focus", "", "run only the specs whose full text matches this regexp (each failure prints one)")
-	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit XML report to `FILE`")
-	fs.StringVar(&f.jsonReport, "json-report", "", "write Ginkgo's JSON report to `FILE`")
-	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, matrix, failures) to `FILE`")
-	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "bound on one CPI call; a CPI still running is killed and the call fails")
-	fs.DurationVar(&f.agentTimeout, "agent-timeout", 30*time.Second, "bound on waiting for an agent to answer ping")
-	fs.BoolVar(&f.expectSwitch, "expect-version-switch", false, "the CPI claims to honour debug.cpi.api_version: fail (instead of skipping) the rows it cannot be switched into (always on for the default reference CPI)")
-	fs.BoolVar(&f.verbose, "v", false, "stream Ginkgo's verbose output to stderr")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cpilab certify [--cpi PATH | --config FILE] [flags]\n\nRuns the CPI contract suite and the reference-table matrix (CONTRACTS §1–§4).\nExit status 0 only when nothing failed.\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	f.register(fs)
+	own, ginkgoArgs := splitGinkgoArgs(args)
+	if err := parseFlags(fs, own); err != nil {
 		return err
 	}
-	if f.cpi != "" && f.config != "" {
-		return errors.New("--cpi and --config exclude each other: --config names its own CPI command")
+	f.ginkgo = ginkgoArgs
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	u := newUI(fs, stdout, stderr)
+	if err := f.check(fs); err != nil {
+		return err
 	}
+	if err := passToGinkgo(fs, f); err != nil {
+		return err
+	}
+	if f.list {
+		return listSpecs(u, f)
+	}
+	run := certifyRun{f: f, u: u, started: time.Now()}
+	return run.certify(ctx)
+}
 
-	var notes []string
+// check refuses, before anything starts, flags that cannot work: each is a
+// usage error (exit status 2) that says what was wrong.
+func (f *certifyFlags) check(fs *flag.FlagSet) error {
+	if f.cpi != "" && f.config != "" {
+		return usageError(fs, "--cpi and --config exclude each other: --config names its own CPI command")
+	}
+	if f.labelFilter != "" {
+		if _, err := types.ParseLabelFilter(f.labelFilter); err != nil {
+			return usageError(fs, "--label-filter %q: %s", f.labelFilter, oneLine(err.Error()))
+		}
+	}
+	for name, re := range map[string]string{"--focus": f.focus, "--skip": f.skip} {
+		if _, err := regexp.Compile(re); err != nil {
+			return usageError(fs, "%s %q: %v", name, re, err)
+		}
+	}
+	for _, r := range []struct{ flag, path string }{{"--junit-report", f.junit}, {"--json-report", f.jsonReport}, {"--html-report", f.html}} {
+		if r.path == "" {
+			continue
+		}
+		if err := checkReportPath(r.path); err != nil {
+			return usageError(fs, "%s %s: %v", r.flag, r.path, err)
+		}
+	}
+	if f.requireAPIVersion < 0 {
+		return usageError(fs, "--require-api-version %d: want 0 (none) or a positive api_version", f.requireAPIVersion)
+	}
+	if f.callTimeout <= 0 || f.agentTimeout <= 0 {
+		return usageError(fs, "--call-timeout and --agent-timeout must be positive, got %s and %s", f.callTimeout, f.agentTimeout)
+	}
+	if f.cpi != "" && !f.list {
+		if err := checkCPI(f.cpi); err != nil {
+			return usageError(fs, "%v", err)
+		}
+	}
+	return nil
+}
+
+// oneLine keeps the first line of a Ginkgo error, without its colours.
+func oneLine(s string) string {
+	s = regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(s, "")
+	var parts []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// checkReportPath refuses a report path whose directory is missing or
+// that names a directory, so that a report is never lost after a run.
+func checkReportPath(p string) error {
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return errors.New("is a directory; give a file name")
+	}
+	dir := filepath.Dir(p)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist (create it first)", dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
+}
+
+// checkCPI says precisely why path cannot be run as a CPI.
+func checkCPI(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--cpi %s: no such file", path)
+	case err != nil:
+		return fmt.Errorf("--cpi %s: %w", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("--cpi %s: is a directory, not a CPI executable", path)
+	case fi.Mode()&0o111 == 0:
+		return fmt.Errorf("--cpi %s: not executable (mode %s); chmod +x it", path, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// certifyRun is one certify run.
+type certifyRun struct {
+	f       certifyFlags
+	u       ui
+	started time.Time
+	notes   []string
+	target  string
+}
+
+func (c *certifyRun) certify(ctx context.Context) error {
+	f, u := c.f, c.u
 	var cfg suites.Config
 	var tb *testbed.Testbed
-	var target string
 	switch {
 	case f.config != "":
 		rc, err := suites.LoadCloudFile(f.config)
@@ -68,13 +192,13 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if cfg, err = rc.Config(); err != nil {
 			return err
 		}
-		target = strings.Join(cfg.CPI.Command, " ")
-		notes = append(notes, "real cloud ("+f.config+"): the oracle checks (IaaS state, registry and user-data, leaks seen by the IaaS) and the fault-injection spec are skipped; rows that need another CPI config are skipped")
+		c.target = strings.Join(cfg.CPI.Command, " ")
+		c.notes = append(c.notes, "real cloud ("+f.config+"): the oracle checks (IaaS state, registry and user-data, leaks seen by the IaaS) and the fault-injection spec are not checked; rows that need another CPI config are not checked")
 		if cfg.Agents == nil {
-			notes = append(notes, "no mbus_url in the config: the agent steps of the matrix are skipped")
+			c.notes = append(c.notes, "no mbus_url in the config: the agent steps of the matrix are not checked")
 		}
 		if cfg.Files == nil {
-			notes = append(notes, "no ssh block in the config: the symlink and data steps of the matrix are skipped")
+			c.notes = append(c.notes, "no ssh block in the config: the symlink and data steps of the matrix are not checked")
 		}
 	default:
 		cpi, isDefault, err := findCPI(f.cpi)
@@ -90,75 +214,180 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		cfg.CPI.HonoursAPIVersionCap = isDefault || f.expectSwitch
-		target = cpi
-		notes = append(notes, fmt.Sprintf("embedded fakeiaas at %s, NATS at %s, SFTP at %s", tb.URL(), tb.MbusURL(), tb.SSH.Addr()))
+		c.target = cpi
+		c.notes = append(c.notes, fmt.Sprintf("embedded fakeiaas at %s, NATS at %s, SFTP at %s", tb.URL(), tb.MbusURL(), tb.SSH.Addr()))
 	}
-	cfg.Timeouts = suites.Timeouts{Call: f.callTimeout, Agent: f.agentTimeout}
-	cfg.RerunCommand = rerunCommand(f)
+	// A cloud file's timeouts hold unless a flag says otherwise.
+	if f.config == "" || f.set["call-timeout"] || cfg.Timeouts.Call == 0 {
+		cfg.Timeouts.Call = f.callTimeout
+	}
+	if f.config == "" || f.set["agent-timeout"] || cfg.Timeouts.Agent == 0 {
+		cfg.Timeouts.Agent = f.agentTimeout
+	}
+	cfg.RerunCommand = rerunCommand(f, invokedAs())
+	applyCertifyExtra(&cfg, f)
 
-	opts := suites.RunOptions{LabelFilter: f.labelFilter, JUnitReport: f.junit, JSONReport: f.jsonReport,
-		Verbose: f.verbose, Output: stderr}
+	opts := suites.RunOptions{LabelFilter: f.labelFilter, Verbose: f.verbose, Output: u.err}
 	if f.focus != "" {
 		opts.Focus = []string{f.focus}
 	}
-	prog := newProgress(stderr)
-	opts.Progress = prog.update
-	fmt.Fprintf(stderr, "cpilab certify: %s\n", target)
-	for _, n := range notes {
-		fmt.Fprintf(stderr, "  note: %s\n", n)
+	if f.failFast {
+		opts.Workers = 1 // stop everything at the first failure, not each worker at its own
 	}
-	start := time.Now()
+	opts.JSONReport = ginkgoReporterConfig().JSONReport // --ginkgo.json-report: Ginkgo's raw report
+	opts.Timeout = ginkgoSuiteConfig().Timeout
+	if !u.quiet {
+		fmt.Fprintf(u.err, "cpilab certify: %s\n", c.target)
+		for _, n := range c.notes {
+			fmt.Fprintf(u.err, "  note: %s\n", n)
+		}
+	}
+	if ctx.Err() != nil { // interrupted while the cloud started
+		fmt.Fprintln(u.out, u.paint("INTERRUPTED", "red")+": before any spec ran; nothing is certified")
+		return exitError(exitUsage)
+	}
+	prog := newProgress(u.err)
+	prog.quiet = u.quiet
+	opts.Progress = prog.update
 	report, err := suites.Run(cfg, opts)
 	prog.done()
 	if err != nil {
 		return err
 	}
-	elapsed := time.Since(start).Round(time.Millisecond)
-	sum := suites.Summarize(report)
-	fails := suites.Failures(report, cfg.RerunCommand)
-
-	fmt.Fprintln(stdout)
-	sum.WriteText(stdout)
-	for _, n := range notes {
-		fmt.Fprintf(stdout, "note: %s\n", n)
+	interrupted := ctx.Err() != nil && !report.SuiteSucceeded
+	if interrupted && tb != nil {
+		c.sweep(cfg)
 	}
+	if inSuitesWorker() {
+		// A worker process of suites.Run: its share's report went to the
+		// process that started it, which prints and writes the reports.
+		return nil
+	}
+	elapsed := time.Since(c.started).Round(time.Millisecond)
+
+	var left []string
 	if tb != nil {
 		// What the run left behind, seen by the IaaS itself: clean-up is
-		// checked even after failed specs.
+		// checked even after failed specs and after Ctrl-C.
 		inv, err := cfg.Oracle.Inventory(context.WithoutCancel(ctx))
 		if err != nil {
 			return fmt.Errorf("oracle inventory: %w", err)
 		}
-		left := strings.Join(append(append(append(prefixed("stemcell", inv.Stemcells), prefixed("vm", inv.VMs)...),
-			prefixed("disk", inv.Disks)...), prefixed("snapshot", inv.Snapshots)...), ", ")
-		if left == "" {
-			left = "nothing"
-		}
-		fmt.Fprintf(stdout, "left in the embedded fakeiaas after the run: %s\n", left)
+		left = append(append(append(append([]string{}, prefixed("stemcell", inv.Stemcells)...), prefixed("vm", inv.VMs)...),
+			prefixed("disk", inv.Disks)...), prefixed("snapshot", inv.Snapshots)...)
 	}
-	if len(fails) > 0 {
-		fmt.Fprintf(stdout, "\nFailures (%d):\n\n", len(fails))
-		for _, fl := range fails {
-			fl.WriteText(stdout)
-			fmt.Fprintln(stdout)
+	mod, commit, _ := version()
+	rep := suites.NewCertifyReport(report, suites.ReportRun{
+		Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit}, Target: c.target,
+		Command: append([]string{invokedAs()}, os.Args[1:]...), Notes: c.notes, Started: c.started, Duration: elapsed,
+		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, LeftInCloud: left,
+	})
+	c.writeText(rep, tb != nil)
+	if err := c.writeReports(rep); err != nil {
+		return err
+	}
+	switch rep.Verdict {
+	case suites.VerdictAccepted:
+		return nil
+	case suites.VerdictInterrupted:
+		return exitError(exitUsage)
+	}
+	return exitError(exitRejected)
+}
+
+// sweep deletes, through the CPI, what an interrupted run left in the
+// embedded cloud: a call in flight when Ctrl-C came may create a VM or a
+// disk after its spec's clean-up has run. The note says what it deleted.
+func (c *certifyRun) sweep(cfg suites.Config) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.Timeouts.Call)
+	defer cancel()
+	inv, err := cfg.Oracle.Inventory(ctx)
+	if err != nil || len(inv.Stemcells)+len(inv.VMs)+len(inv.Disks)+len(inv.Snapshots) == 0 {
+		return
+	}
+	cl, _, err := suites.NewClient(ctx, cfg, cpiv2.ProfileDirectorCurrent, suites.Switch{})
+	if err != nil {
+		c.notes = append(c.notes, fmt.Sprintf("interrupted: could not clean up what calls in flight created (%v)", err))
+		return
+	}
+	tr := suites.NewTracker(cl)
+	var names []string
+	for _, g := range []struct {
+		kind suites.Kind
+		cids []string
+	}{{suites.KindStemcell, inv.Stemcells}, {suites.KindVM, inv.VMs}, {suites.KindDisk, inv.Disks}, {suites.KindSnapshot, inv.Snapshots}} {
+		for _, cid := range g.cids {
+			tr.Add(suites.Resource{Kind: g.kind, CID: cid})
+			names = append(names, string(g.kind)+" "+cid)
 		}
 	}
-	if f.html != "" {
-		if err := writeHTML(f.html, suites.HTMLReport{Title: "cpilab CPI certification", Target: target, Notes: notes,
-			Started: start, Duration: elapsed, Summary: sum, Failures: fails}); err != nil {
+	note := "interrupted: deleted through the CPI what calls in flight at the interrupt created after their spec's clean-up: " + strings.Join(names, ", ")
+	if err := tr.Cleanup(ctx); err != nil {
+		note += fmt.Sprintf(" (not all: %v)", err)
+	}
+	c.notes = append(c.notes, note)
+}
+
+// writeText prints the run for a person: the matrix, notes, what is left in
+// the cloud, warnings, each failure with its rerun command, and the
+// verdict line (last, so that `tail -1` is the verdict). --quiet keeps the
+// failures and the verdict.
+func (c *certifyRun) writeText(rep *suites.CertifyReport, embedded bool) {
+	u := c.u
+	if !u.quiet {
+		fmt.Fprintln(u.out)
+		rep.WriteMatrixText(u.out)
+		for _, n := range c.notes {
+			fmt.Fprintf(u.out, "note: %s\n", n)
+		}
+		if embedded {
+			left := strings.Join(rep.LeftInCloud, ", ")
+			if left == "" {
+				left = "nothing"
+			}
+			fmt.Fprintf(u.out, "left in the embedded fakeiaas after the run: %s\n", left)
+		}
+		rep.WriteWarningsText(u.out)
+	}
+	rep.WriteFailuresText(u.out)
+	verdict := strings.ToUpper(rep.Verdict)
+	color := "red"
+	if rep.Verdict == suites.VerdictAccepted {
+		color = "green"
+	}
+	fmt.Fprintf(u.out, "%s: %s (%s)\n", u.paint(verdict, color), rep.VerdictReason, time.Duration(rep.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+}
+
+// writeReports writes the report files asked for.
+func (c *certifyRun) writeReports(rep *suites.CertifyReport) error {
+	for _, r := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{
+		{c.f.jsonReport, rep.WriteJSON},
+		{c.f.junit, rep.WriteJUnit},
+		{c.f.html, func(w io.Writer) error { return suites.WriteHTML(w, rep) }},
+	} {
+		if r.path == "" {
+			continue
+		}
+		if err := writeFile(r.path, r.write); err != nil {
 			return err
 		}
 	}
-	switch {
-	case len(fails) > 0 || sum.Failed > 0 || !report.SuiteSucceeded:
-		fmt.Fprintf(stdout, "REJECTED: %d failed, %d passed, %d not checked (%s)\n", max(sum.Failed, len(fails)), sum.Passed, sum.Skipped, elapsed)
-		return exitError(1)
-	case sum.Passed == 0:
-		fmt.Fprintf(stdout, "NOTHING CHECKED: no spec ran and passed (%d not checked; check --label-filter/--focus) (%s)\n", sum.Skipped, elapsed)
-		return exitError(1)
-	}
-	fmt.Fprintf(stdout, "ACCEPTED: %d passed, %d not checked (%s)\n", sum.Passed, sum.Skipped, elapsed)
 	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func prefixed(kind string, cids []string) []string {
@@ -173,14 +402,11 @@ func prefixed(kind string, cids []string) []string {
 // reference CPI.
 func findCPI(flagPath string) (string, bool, error) {
 	if flagPath != "" {
-		p, err := filepath.Abs(flagPath)
-		if err != nil {
+		if err := checkCPI(flagPath); err != nil {
 			return "", false, err
 		}
-		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", false, fmt.Errorf("--cpi %s: not an executable file", flagPath)
-		}
-		return p, false, nil
+		p, err := filepath.Abs(flagPath)
+		return p, false, err
 	}
 	if exe, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(exe), "fakeiaas-cpi")
@@ -195,119 +421,70 @@ func findCPI(flagPath string) (string, bool, error) {
 	return "", false, errors.New("no CPI to certify: fakeiaas-cpi is neither next to cpilab nor on PATH (run `make build`, or give --cpi PATH)")
 }
 
-// rerunCommand returns the command line that reruns one spec.
-func rerunCommand(f certifyFlags) func(focus string) string {
-	return func(focus string) string {
-		parts := []string{"cpilab", "certify"}
-		if f.cpi != "" {
-			parts = append(parts, "--cpi", shellQuote(f.cpi))
-		}
-		if f.config != "" {
-			parts = append(parts, "--config", shellQuote(f.config))
-		}
-		if f.expectSwitch {
-			parts = append(parts, "--expect-version-switch")
-		}
-		return strings.Join(append(parts, "--focus", shellQuote(focus)), " ")
-	}
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func writeHTML(path string, r suites.HTMLReport) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := suites.WriteHTML(f, r); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return f.Close()
-}
-
-// progress is the live progress line.
-type progress struct {
-	w                io.Writer
-	tty              bool
-	pass, fail, skip int
-	lastLine         int
-	lastPrint        time.Time
-}
-
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
+// invokedAs is how the user ran cpilab: os.Args[0] as typed when it was
+// found on PATH or is absolute, else made absolute so that a printed
+// command runs from any directory.
+func invokedAs() string {
+	p := os.Args[0]
+	if strings.ContainsRune(p, filepath.Separator) && !filepath.IsAbs(p) {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
 		}
 	}
 	return p
 }
 
-func (p *progress) update(done, total int, sr *types.SpecReport) {
-	if sr == nil {
-		fmt.Fprintf(p.w, "running %d specs\n", total)
-		return
-	}
-	switch {
-	case sr.State.Is(types.SpecStatePassed):
-		p.spec(done, total, outcomePassed, sr.FullText())
-	case sr.State.Is(types.SpecStateSkipped | types.SpecStatePending):
-		p.spec(done, total, outcomeSkipped, sr.FullText())
-	default:
-		p.spec(done, total, outcomeFailed, sr.FullText())
-	}
-}
-
-// The outcomes the progress line counts.
-const (
-	outcomePassed = iota
-	outcomeFailed
-	outcomeSkipped
-)
-
-// spec counts one finished spec and shows it: in place on a terminal, else
-// a line per failure and a summary line every few seconds. total 0: unknown.
-func (p *progress) spec(done, total, outcome int, text string) {
-	switch outcome {
-	case outcomePassed:
-		p.pass++
-	case outcomeSkipped:
-		p.skip++
-	default:
-		p.fail++
-	}
-	count := fmt.Sprint(done)
-	if total > 0 {
-		count = fmt.Sprintf("%d/%d", done, total)
-	}
-	line := fmt.Sprintf("[%s] ✔ %d  ✘ %d  – %d  %s", count, p.pass, p.fail, p.skip, shorten(text, 70))
-	if p.tty {
-		pad := max(0, p.lastLine-len([]rune(line)))
-		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
-		p.lastLine = len([]rune(line))
-		return
-	}
-	if outcome == outcomeFailed {
-		fmt.Fprintf(p.w, "✘ %s\n", text)
-	}
-	if done == total || time.Since(p.lastPrint) > 5*time.Second {
-		fmt.Fprintln(p.w, line)
-		p.lastPrint = time.Now()
+// rerunCommand returns the command line that reruns one spec: the cpilab
+// the user ran, every flag of the run that changes what a spec does, and
+// --focus.
+func rerunCommand(f certifyFlags, argv0 string) func(focus string) string {
+	return func(focus string) string {
+		parts := []string{shellWord(argv0), "certify"}
+		if f.cpi != "" {
+			p, err := filepath.Abs(f.cpi)
+			if err != nil {
+				p = f.cpi
+			}
+			parts = append(parts, "--cpi", shellWord(p))
+		}
+		if f.config != "" {
+			p, err := filepath.Abs(f.config)
+			if err != nil {
+				p = f.config
+			}
+			parts = append(parts, "--config", shellWord(p))
+		}
+		if f.set["call-timeout"] {
+			parts = append(parts, "--call-timeout", f.callTimeout.String())
+		}
+		if f.set["agent-timeout"] {
+			parts = append(parts, "--agent-timeout", f.agentTimeout.String())
+		}
+		if f.expectSwitch {
+			parts = append(parts, "--expect-version-switch")
+		}
+		if f.strict {
+			parts = append(parts, "--strict")
+		}
+		parts = append(parts, rerunExtra(f)...)
+		for _, g := range f.ginkgo {
+			if !ginkgoOutputOnly(g) {
+				parts = append(parts, shellWord(g))
+			}
+		}
+		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
 	}
 }
 
-func (p *progress) done() {
-	if p.tty && p.lastLine > 0 {
-		fmt.Fprintln(p.w)
-	}
-}
-
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
+// shellWord quotes s for a POSIX shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
 		return s
 	}
-	return string(r[:n-1]) + "…"
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// inSuitesWorker reports whether this process is one of the worker
+// processes suites.Run starts by running the same certify command again
+// (suites/workers.go names its share in CPILAB_SUITES_WORKER).
+func inSuitesWorker() bool { return os.Getenv("CPILAB_SUITES_WORKER") != "" }

@@ -70,9 +70,9 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 		return exitError(2)
 	}
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pem, err := readCACert(caFile)
 		if err != nil {
-			return fmt.Errorf("--ca-cert: %w", err)
+			return err
 		}
 		cfg.CACertPEM = pem
 	}

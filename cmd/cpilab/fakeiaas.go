@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,33 +17,21 @@ func init() {
 	commands["fakeiaas"] = command{summary: "run the fake cloud (agents, NATS, SFTP included), or manage its fault rules", run: runFakeIaaS}
 }
 
-const fakeiaasUsage = `usage:
-  cpilab fakeiaas [--data-dir DIR] [--listen ADDR] [--memory] [--docker-socket PATH]
-                                                                serve the fake cloud
-  cpilab fakeiaas faults list    --url URL                      list fault rules and their counters
-  cpilab fakeiaas faults add     --url URL 'RULE' ['RULE' …]    add rules (one-line form; '-' reads stdin)
-  cpilab fakeiaas faults rm      --url URL ID                   remove a rule
-  cpilab fakeiaas faults release --url URL ID                   release the calls a pause rule holds
-  cpilab fakeiaas faults clear   --url URL                      remove every rule
-
-A rule: id=r1 op=attach_disk target=CID nth=2 prob=0.5 times=1
-        effect=error|latency|rate_limit|lose_response|pause type=DiskNotFound ok_to_retry=true delay=250ms
-`
-
 func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "faults" {
 		return runFaults(ctx, args[1:], stdout, stderr)
 	}
 	fs := newFlagSet("fakeiaas", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, fakeiaasUsage, "\nflags:\n"); fs.PrintDefaults() }
 	dataDir := fs.String("data-dir", "", "state directory: the cloud's database, VM roots, disk files, cpi.json (default: the user's cache dir + cpilab/fakeiaas)")
 	listen := fs.String("listen", "127.0.0.1:0", "loopback address of the HTTP API")
 	memory := fs.Bool("memory", false, "keep state in memory only (nothing survives a restart)")
 	noAgents := fs.Bool("no-agents", false, "do not boot a reference agent on each VM")
 	dockerSocket := fs.String("docker-socket", "", "also serve a Docker Engine API face of the cloud on this unix socket, for the BOSH Docker CPI (docs/docker.md)")
+	fs.String("url", "", "the fakeiaas `URL` printed at start (faults verbs; required there)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	u := newUI(fs, stdout, stderr)
 	if *dataDir == "" {
 		d, err := fakeiaas.DefaultDataDir()
 		if err != nil {
@@ -73,6 +59,9 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	if u.quiet {
+		stdout = io.Discard
+	}
 	fmt.Fprintf(stdout, "fakeiaas listening on %s (data dir %s, %s store)\n", tb.URL(), *dataDir, store)
 	fmt.Fprintf(stdout, "  registry: %s/registry  metadata: %s/metadata  oracle: %s/oracle/state\n", tb.URL(), tb.URL(), tb.URL())
 	fmt.Fprintf(stdout, "  mbus: %s  ssh key: %s\n", tb.MbusURL(), tb.SSHKeyPath())
@@ -96,20 +85,17 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, fakeiaasUsage)
-		return exitError(2)
+		fmt.Fprint(stderr, "cpilab fakeiaas faults: want a verb: list, add, rm, release or clear\nRun 'cpilab fakeiaas --help' for usage.\n")
+		return exitError(exitUsage)
 	}
 	verb := args[0]
-	fs := newFlagSet("fakeiaas faults "+verb, stderr)
-	url := fs.String("url", "", "the fakeiaas URL printed at start (required)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitError(2) // the FlagSet has said what was wrong
+	fs := newFlagSet("fakeiaas", stderr)
+	url := fs.String("url", "", "the fakeiaas `URL` printed at start (faults verbs; required there)")
+	if err := parseOnly(fs, args[1:]); err != nil {
+		return err
 	}
 	if *url == "" {
-		return fmt.Errorf("faults %s: --url is required", verb)
+		return usageError(fs, "faults %s: --url is required", verb)
 	}
 	c := fakeiaas.NewClient(*url)
 	rest := fs.Args()
@@ -149,7 +135,7 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	case "rm", "release":
 		if len(rest) != 1 {
-			return fmt.Errorf("faults %s: want exactly one rule ID, got %d", verb, len(rest))
+			return usageError(fs, "faults %s: want exactly one rule ID, got %d", verb, len(rest))
 		}
 		if verb == "rm" {
 			return c.RemoveFault(ctx, rest[0])
@@ -158,7 +144,6 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case "clear":
 		return c.ClearFaults(ctx)
 	default:
-		fmt.Fprintf(stderr, "cpilab fakeiaas faults: unknown verb %q\n\n%s", verb, fakeiaasUsage)
-		return exitError(2)
+		return usageError(fs, "faults: unknown verb %q (want list, add, rm, release or clear)", verb)
 	}
 }

@@ -34,8 +34,8 @@ func TestFaultsCommandRoundTrip(t *testing.T) {
 	if code, out, errs := cli("add", "--url", srv.URL(), rule); code != 0 || !strings.Contains(out, "id=r1 op=attach_disk") {
 		t.Fatalf("add: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	if code, _, errs := cli("add", "--url", srv.URL(), "op=bogus effect=error"); code != 1 || !strings.Contains(errs, `unknown op "bogus"`) {
-		t.Fatalf("a bad rule: exit %d, stderr %q; want 1 naming the unknown op", code, errs)
+	if code, _, errs := cli("add", "--url", srv.URL(), "op=bogus effect=error"); code != exitUsage || !strings.Contains(errs, `unknown op "bogus"`) {
+		t.Fatalf("a bad rule: exit %d, stderr %q; want 2 (a usage error) naming the unknown op", code, errs)
 	}
 	code, out, _ := cli("list", "--url", srv.URL())
 	if code != 0 || !strings.Contains(out, "Bosh::Clouds::DiskNotFound") || strings.Contains(out, "bogus") {
@@ -47,7 +47,7 @@ func TestFaultsCommandRoundTrip(t *testing.T) {
 	if _, out, _ := cli("list", "--url", srv.URL()); !strings.Contains(out, "no fault rules") {
 		t.Fatalf("after rm, list says %q", out)
 	}
-	if code, _, errs := cli("list"); code != 1 || !strings.Contains(errs, "--url is required") {
+	if code, _, errs := cli("list"); code != exitUsage || !strings.Contains(errs, "--url is required") {
 		t.Fatalf("no --url: exit %d, %q", code, errs)
 	}
 }

@@ -8,9 +8,13 @@
 //	cpilab agent --root DIR   run one reference agent
 //	cpilab certify-director   certify a director's dynamic disks API
 //	cpilab simulate / replay  deterministic lifecycle simulation
+//	cpilab completion bash    shell completion
 //
 // Each subcommand lives in its own file and registers itself in commands; it
 // only maps flags to the documented config struct of the package it runs.
+// Every command follows one convention (cli.go, docs/cli.md): help on
+// stdout, --version, exit status 0 accepted / 1 rejected / 2 usage or
+// harness error, NO_COLOR and --no-color, --quiet.
 package main
 
 import (
@@ -21,7 +25,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
 )
 
@@ -29,12 +32,20 @@ import (
 type command struct {
 	summary string
 	// run parses args with its own FlagSet and runs; it returns an
-	// exitError to choose the status, any other error exits 1.
+	// exitError to choose the status; any other error is a harness error
+	// (exit status 2).
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // commands is filled by each subcommand file's init.
 var commands = map[string]command{}
+
+// The exit statuses every command uses (docs/cli.md).
+const (
+	exitAccepted = 0 // the command did what was asked; certify: the CPI is accepted
+	exitRejected = 1 // certify, certify-director, simulate, replay: something failed a check
+	exitUsage    = 2 // a usage error, a harness error, or an interrupted run
+)
 
 // exitError carries an exit status without an extra message (the command
 // has already said what went wrong).
@@ -50,67 +61,43 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
+	if len(args) == 0 {
+		writeUsage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
 		}
-		return 0
+		writeUsage(stdout)
+		return exitAccepted
+	case "--version", "-version", "version":
+		writeVersion(stdout)
+		return exitAccepted
+	case "completion":
+		return runCompletion(ctx, args[1:], stdout, stderr)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "cpilab: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
+		fmt.Fprintf(stderr, "cpilab: unknown command %q\nRun 'cpilab --help' for the list of commands.\n", args[0])
+		return exitUsage
 	}
 	err := cmd.run(ctx, args[1:], stdout, stderr)
 	var code exitError
 	switch {
 	case err == nil:
-		return 0
+		return exitAccepted
 	case errors.Is(err, flag.ErrHelp):
-		return 0
+		writeHelp(stdout, args[0])
+		return exitAccepted
+	case errors.Is(err, errVersionShown):
+		writeVersion(stdout)
+		return exitAccepted
 	case errors.As(err, &code):
 		return int(code)
 	default:
 		fmt.Fprintf(stderr, "cpilab %s: %v\n", args[0], err)
-		return 1
+		return exitUsage
 	}
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: cpilab <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'cpilab <command> -h' for a command's flags.")
-}
-
-// newFlagSet returns a FlagSet that reports errors instead of exiting.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("cpilab "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// parseFlags parses args with fs and refuses positional arguments. A bad
-// flag or argument is a usage error: exit status 2, said once (the FlagSet
-// has already printed the error and the usage). -h returns flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitError(2)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
-		return exitError(2)
-	}
-	return nil
 }

@@ -277,17 +277,10 @@ func (p *sweepProgress) print(final bool) {
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("replay", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cpilab replay [--rewrite] [--out DIR] FILE\n\nReplays a scenario file (fixtures/scenarios) or a minimized trace that cpilab simulate wrote, and\ncompares every run's output with the file's expected output.")
-		fs.PrintDefaults()
-	}
 	rewrite := fs.Bool("rewrite", false, "write the actual outputs into the file instead of comparing")
-	outDir := fs.String("out", "", "where porcupine visualizations (seed-N.html) of runs that violate linearizability go (default: none written)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitError(2)
+	outDir := fs.String("out", "", "where porcupine visualizations (seed-N.html) of violating runs go (default: none written)")
+	if err := parseOnly(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf(fs, "want exactly one FILE, got %d arguments", fs.NArg())

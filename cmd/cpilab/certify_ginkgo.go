@@ -1,0 +1,142 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/cpilab/cpilab/suites"
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+// Ginkgo's own flags pass through certify as --ginkgo.NAME[=VALUE], the way
+// csi-sanity passes them: Ginkgo registers them on the process's flag set
+// with the "ginkgo." prefix, and the suites read them from there.
+
+// ginkgoOwnedByCertify are Ginkgo flags certify has its own flag for.
+var ginkgoOwnedByCertify = map[string]string{
+	"label-filter": "--label-filter", "focus": "--focus", "skip": "--skip", "fail-fast": "--fail-fast",
+	"junit-report": "--junit-report", "v": "-v", "vv": "-v", "no-color": "--no-color", "dry-run": "--list",
+	"succinct": "--quiet", "silence-skips": "--quiet",
+}
+
+// splitGinkgoArgs separates the --ginkgo.NAME[=VALUE] arguments from
+// certify's own, each as one "--ginkgo.NAME=VALUE" word (a switch without
+// a value gets "=true"; a flag that takes a value takes the next argument).
+func splitGinkgoArgs(args []string) (own, ginkgoArgs []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			own = append(own, args[i:]...)
+			break
+		}
+		name, ok := strings.CutPrefix(strings.TrimPrefix(a, "-"), "-ginkgo.")
+		if !ok {
+			name, ok = strings.CutPrefix(a, "-ginkgo.")
+		}
+		if !ok {
+			own = append(own, a)
+			continue
+		}
+		if strings.Contains(name, "=") {
+			ginkgoArgs = append(ginkgoArgs, "--ginkgo."+name)
+			continue
+		}
+		f := flag.CommandLine.Lookup("ginkgo." + name)
+		if bf, isBool := boolFlag(f); isBool && bf {
+			ginkgoArgs = append(ginkgoArgs, "--ginkgo."+name+"=true")
+			continue
+		}
+		if f != nil && i+1 < len(args) {
+			i++
+			ginkgoArgs = append(ginkgoArgs, "--ginkgo."+name+"="+args[i])
+			continue
+		}
+		ginkgoArgs = append(ginkgoArgs, "--ginkgo."+name) // reported by passToGinkgo
+	}
+	return own, ginkgoArgs
+}
+
+func boolFlag(f *flag.Flag) (bool, bool) {
+	if f == nil {
+		return false, false
+	}
+	bf, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && bf.IsBoolFlag(), ok
+}
+
+// passToGinkgo sets the pass-through flags, and certify's --skip and
+// --fail-fast, on Ginkgo's flags. A Ginkgo flag that does not exist, lacks
+// its value, or duplicates one of certify's is a usage error.
+func passToGinkgo(fs *flag.FlagSet, f certifyFlags) error {
+	for _, g := range f.ginkgo {
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(g, "--ginkgo."), "=")
+		if own, ok := ginkgoOwnedByCertify[name]; ok {
+			return usageError(fs, "--ginkgo.%s: use certify's own %s", name, own)
+		}
+		if strings.HasPrefix(name, "parallel.") {
+			return usageError(fs, "--ginkgo.%s: certify runs its suites in one process", name)
+		}
+		gf := flag.CommandLine.Lookup("ginkgo." + name)
+		if gf == nil {
+			return usageError(fs, "--ginkgo.%s: Ginkgo has no such flag (see Ginkgo's documentation, e.g. --ginkgo.randomize-all, --ginkgo.seed N)", name)
+		}
+		if !hasValue {
+			return usageError(fs, "--ginkgo.%s: needs a value", name)
+		}
+		if err := gf.Value.Set(value); err != nil {
+			return usageError(fs, "--ginkgo.%s=%s: %v", name, value, err)
+		}
+	}
+	set := map[string]string{"ginkgo.skip": f.skip}
+	if f.failFast {
+		set["ginkgo.fail-fast"] = "true"
+	}
+	for name, v := range set {
+		if v == "" {
+			continue
+		}
+		if err := flag.CommandLine.Set(name, v); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// ginkgoOutputOnly reports whether a pass-through flag changes only what
+// is reported, not what a spec does (a rerun command leaves it out).
+func ginkgoOutputOnly(arg string) bool {
+	name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--ginkgo."), "=")
+	return strings.HasSuffix(name, "-report") || strings.HasPrefix(name, "show-") || strings.Contains(name, "progress") ||
+		name == "github-output" || name == "force-newlines" || name == "output-dir"
+}
+
+func ginkgoSuiteConfig() types.SuiteConfig {
+	s, _ := ginkgo.GinkgoConfiguration()
+	return s
+}
+
+func ginkgoReporterConfig() types.ReporterConfig {
+	_, r := ginkgo.GinkgoConfiguration()
+	return r
+}
+
+// listSpecs prints the specs a run with these flags would run, without
+// running anything: a Ginkgo dry run (suites.List) with the label filter,
+// --focus and --skip applied.
+func listSpecs(u ui, f certifyFlags) error {
+	opts := suites.RunOptions{LabelFilter: f.labelFilter}
+	if f.focus != "" {
+		opts.Focus = []string{f.focus}
+	}
+	specs, err := suites.List(suites.Config{CPI: suites.Target{Command: []string{"cpi"}}}, opts)
+	if err != nil {
+		return err
+	}
+	for _, s := range specs {
+		fmt.Fprintf(u.out, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.ClauseText(s.Clause), strings.Join(s.Labels, ", "))
+	}
+	fmt.Fprintf(u.out, "%d specs\n", len(specs))
+	return nil
+}

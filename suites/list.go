@@ -1,0 +1,43 @@
+package suites
+
+import (
+	"slices"
+
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+// SpecInfo is one spec as List shows it.
+type SpecInfo struct {
+	// Text is the spec's full text (containers and It), as --focus matches
+	// it.
+	Text string `json:"text"`
+	// Clause is the clause id the spec checks.
+	Clause string `json:"clause"`
+	// Labels are all the spec's labels (its containers' and its own),
+	// sorted.
+	Labels []string `json:"labels"`
+}
+
+// List returns every spec the suites would run for cfg and opts (label
+// filter and focus applied), with labels and clause, without running
+// anything or calling the CPI (a Ginkgo dry run). Like Run, it owns the
+// process's Ginkgo state: call it once per process, instead of Run.
+func List(cfg Config, opts RunOptions) ([]SpecInfo, error) {
+	opts.DryRun = true
+	opts.Workers = 1
+	opts.JSONReport, opts.JUnitReport, opts.Progress = "", "", nil
+	r, err := runTree(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	var out []SpecInfo
+	for _, sr := range r.SpecReports {
+		if sr.LeafNodeType != types.NodeTypeIt || !Ran(sr) {
+			continue
+		}
+		labels := slices.Clone(sr.Labels())
+		slices.Sort(labels)
+		out = append(out, SpecInfo{Text: sr.FullText(), Clause: ClauseOf(sr.LeafNodeText), Labels: slices.Compact(labels)})
+	}
+	return out, nil
+}
