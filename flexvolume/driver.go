@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -80,8 +79,7 @@ func NewDriver(cfg Config, driverName string, deps Deps) (*Driver, error) {
 	d.sfm = mount.NewSafeFormatAndMount(d.deps.Mounter, d.deps.Exec)
 	if d.deps.Backend == nil {
 		c, err := director.NewClient(director.ClientConfig{URL: cfg.Director.URL, CACertPEM: []byte(cfg.Director.CACert),
-			Username: cfg.Director.Client, Password: cfg.Director.ClientSecret,
-			HTTPClient: &http.Client{Timeout: time.Duration(cfg.TaskTimeoutSeconds) * time.Second}})
+			Username: cfg.Director.Client, Password: cfg.Director.ClientSecret})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 		}

@@ -49,7 +49,7 @@ type MountRecord struct {
 // backing file), so that mount-utils' SafeFormatAndMount runs unchanged.
 type VMRoot struct {
 	Root string // the root directory on the host
-	mount.Interface
+
 }
 
 // NewVMRoot returns the vmroot mounter of root.
@@ -501,15 +501,17 @@ func (c *vmCmd) Run() error {
 	}
 	return err
 }
-func (c *vmCmd) CombinedOutput() ([]byte, error)        { return c.run() }
-func (c *vmCmd) Output() ([]byte, error)                { return c.run() }
-func (c *vmCmd) SetDir(string)                          {}
-func (c *vmCmd) SetStdin(io.Reader)                     {}
-func (c *vmCmd) SetStdout(w io.Writer)                  { c.stdout = w }
-func (c *vmCmd) SetStderr(io.Writer)                    {}
-func (c *vmCmd) SetEnv([]string)                        {}
-func (c *vmCmd) StdoutPipe() (io.ReadCloser, error)     { return nil, errors.New("vmroot exec: no pipes") }
-func (c *vmCmd) StderrPipe() (io.ReadCloser, error)     { return nil, errors.New("vmroot exec: no pipes") }
-func (c *vmCmd) Start() error                           { return errors.New("vmroot exec: use Run") }
-func (c *vmCmd) Wait() error                            { return errors.New("vmroot exec: use Run") }
-func (c *vmCmd) Stop()                                  {}
+func (c *vmCmd) CombinedOutput() ([]byte, error)    { return c.run() }
+func (c *vmCmd) Output() ([]byte, error)            { return c.run() }
+func (c *vmCmd) SetDir(string)                      {}
+func (c *vmCmd) SetStdin(io.Reader)                 {}
+func (c *vmCmd) SetStdout(w io.Writer)              { c.stdout = w }
+func (c *vmCmd) SetStderr(io.Writer)                {}
+func (c *vmCmd) SetEnv([]string)                    {}
+func (c *vmCmd) StdoutPipe() (io.ReadCloser, error) { return nil, errors.New("vmroot exec: no pipes") }
+func (c *vmCmd) StderrPipe() (io.ReadCloser, error) { return nil, errors.New("vmroot exec: no pipes") }
+func (c *vmCmd) Start() error                       { return errors.New("vmroot exec: use Run") }
+func (c *vmCmd) Wait() error                        { return errors.New("vmroot exec: use Run") }
+func (c *vmCmd) Stop()                              {}
+
+var _ mount.Interface = (*VMRoot)(nil)
