@@ -14,6 +14,7 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/cpilab ./cmd/cpilab
 	$(GO) build -o $(BIN)/fakeiaas-cpi ./cmd/fakeiaas-cpi
+	$(GO) build -o $(BIN)/bosh-flexvolume ./cmd/bosh-flexvolume
 
 # make test: vet, format check, unit and suite tests, race tests, short fuzz.
 test: build vet fmt

@@ -617,7 +617,7 @@ func checkExpand(ctx context.Context, s *Session) error {
 		return err
 	}
 	if call.Result.Status == flexvolume.StatusNotSupported {
-		return &Skip{Reason: "the driver does not expand volumes (expandvolume: Not supported)"}
+		return &NotChecked{Reason: "the driver does not expand volumes (expandvolume: Not supported)"}
 	}
-	return &Skip{Reason: fmt.Sprintf("expansion checks need a Director that resizes dynamic disks (expandvolume answered %s)", call.Result.Status)}
+	return &NotChecked{Reason: fmt.Sprintf("expansion checks need a Director that resizes dynamic disks (expandvolume answered %s)", call.Result.Status)}
 }

@@ -11,7 +11,7 @@ type Outcome struct {
 	Clause string
 	// Violation is set when the check failed; Skip when it was not made.
 	Violation *Violation
-	Skip      *Skip
+	Skip      *NotChecked
 	// Err is any other failure (the harness's).
 	Err      error
 	Duration time.Duration
@@ -24,14 +24,14 @@ func (o Outcome) Passed() bool { return o.Violation == nil && o.Skip == nil && o
 func (s *Session) RunCheck(ctx context.Context, c Check) Outcome {
 	o := Outcome{Clause: c.Clause}
 	if why := s.Skipped(c); why != "" {
-		o.Skip = &Skip{Reason: why}
+		o.Skip = &NotChecked{Reason: why}
 		return o
 	}
 	start := time.Now()
 	err := c.Run(ctx, s)
 	o.Duration = time.Since(start)
 	var v *Violation
-	var sk *Skip
+	var sk *NotChecked
 	switch {
 	case errors.As(err, &v):
 		o.Violation = v

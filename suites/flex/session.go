@@ -66,10 +66,10 @@ func (v *Violation) Error() string {
 	return s
 }
 
-// Skip is a check that could not be made, and why.
-type Skip struct{ Reason string }
+// NotChecked is a check that could not be made, and why.
+type NotChecked struct{ Reason string }
 
-func (s *Skip) Error() string { return "not checked: " + s.Reason }
+func (s *NotChecked) Error() string { return "not checked: " + s.Reason }
 
 func violation(clause string, c *flexvolume.Call, format string, a ...any) *Violation {
 	v := &Violation{Clause: clause, Did: fmt.Sprintf(format, a...)}
