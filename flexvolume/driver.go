@@ -88,6 +88,21 @@ func NewDriver(cfg Config, driverName string, deps Deps) (*Driver, error) {
 	return d, nil
 }
 
+// Config is the driver's config.
+func (d *Driver) Config() Config { return d.cfg }
+
+// Backend is the Director the driver talks to.
+func (d *Driver) Backend() Backend { return d.deps.Backend }
+
+// Mounter is the driver's mounter on its node.
+func (d *Driver) Mounter() mount.Interface { return d.deps.Mounter }
+
+// HostPath maps a node path to the path the driver's process uses.
+func (d *Driver) HostPath(p string) string { return d.hostPath(p) }
+
+// Failure is a Failure answer with a message.
+func Failure(format string, a ...any) Result { return failure(format, a...) }
+
 // failure is a Failure answer.
 func failure(format string, a ...any) Result {
 	return Result{Status: StatusFailure, Message: fmt.Sprintf(format, a...)}

@@ -19,6 +19,8 @@ type MainConfig struct {
 	// Rewrite may change the answer, the exit status and the output before
 	// they are written (nil: as the driver answered).
 	Rewrite func(args []string, r Result, exit int, out io.Writer) (Result, int)
+	// Override, when it answers ok, replaces the driver's own call-out.
+	Override func(ctx context.Context, d *Driver, args []string) (r Result, ok bool)
 }
 
 // Main runs one call-out of the driver installed at os.Args[0] and exits:
@@ -29,7 +31,7 @@ func Main(mc MainConfig) {
 	if err != nil || filepath.Base(exe) != filepath.Base(os.Args[0]) {
 		exe, _ = filepath.Abs(os.Args[0])
 	}
-	r, code := run(exe, os.Args[1:], mc, os.Stdout)
+	r, code := run(exe, os.Args[1:], mc)
 	if mc.Rewrite != nil {
 		r, code = mc.Rewrite(os.Args[1:], r, code, os.Stdout)
 	}
@@ -37,7 +39,7 @@ func Main(mc MainConfig) {
 	os.Exit(code)
 }
 
-func run(exe string, args []string, mc MainConfig, out io.Writer) (Result, int) {
+func run(exe string, args []string, mc MainConfig) (Result, int) {
 	// mount-utils logs with klog: into the log file only, never stderr.
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
@@ -78,9 +80,14 @@ func run(exe string, args []string, mc MainConfig, out io.Writer) (Result, int) 
 		r := failure("%v", err)
 		return r, ExitCode(r)
 	}
-	r := d.Run(context.Background(), args)
+	ctx := context.Background()
+	if mc.Override != nil {
+		if r, ok := mc.Override(ctx, d, args); ok {
+			return r, ExitCode(r)
+		}
+	}
+	r := d.Run(ctx, args)
 	klog.Flush()
-	_ = out
 	return r, ExitCode(r)
 }
 
