@@ -25,7 +25,7 @@ type certifyFlexFlags struct {
 	labelFilter, focus      string
 	junit, jsonReport, html string
 	callTimeout             time.Duration
-	verbose                 bool
+	verbose, lenientExit    bool
 }
 
 func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -40,6 +40,7 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE`")
 	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE`")
 	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE`")
+	fs.BoolVar(&f.lenientExit, "lenient-exit", false, "accept Failure with exit status 0, as kubelet does (default: Failure must exit non-zero, as the FlexVolume doc says)")
 	fs.BoolVar(&f.verbose, "v", false, "verbose Ginkgo output, with every call-out and its output")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -56,7 +57,8 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	if plugin == "" && own {
 		plugin = "cpilab~bosh-disk"
 	}
-	rc := flex.RunConfig{Config: flex.Config{Driver: driver, PluginName: plugin, Backend: f.backend, CallTimeout: f.callTimeout},
+	rc := flex.RunConfig{Config: flex.Config{Driver: driver, PluginName: plugin, Backend: f.backend, CallTimeout: f.callTimeout,
+		LenientExit: f.lenientExit},
 		EnvOut: stdout}
 	opts := suites.RunOptions{LabelFilter: f.labelFilter, JUnitReport: f.junit, JSONReport: f.jsonReport,
 		Output: stdout, Verbose: f.verbose}
@@ -131,6 +133,9 @@ func flexRerunCommand(f certifyFlexFlags) func(focus string) string {
 		}
 		if f.backend != flex.BackendBOSH {
 			parts = append(parts, "--backend", f.backend)
+		}
+		if f.lenientExit {
+			parts = append(parts, "--lenient-exit")
 		}
 		return strings.Join(append(parts, "--focus", shellQuote(focus)), " ")
 	}

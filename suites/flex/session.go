@@ -47,6 +47,10 @@ type Config struct {
 	Tag string
 	// Log receives the calls made, one a line (default: discarded).
 	Log io.Writer
+	// LenientExit accepts a Failure answered with exit status 0, as
+	// kubelet does (it fails the call either way). Default false: the
+	// FlexVolume doc's rule, Failure exits non-zero.
+	LenientExit bool
 }
 
 // Violation is one broken clause.
@@ -266,7 +270,7 @@ func (s *Session) call(ctx context.Context, c *flexvolume.Caller, args ...string
 		}
 	}
 	switch {
-	case call.Err == nil:
+	case call.Err == nil, s.cfg.LenientExit && errors.Is(call.Err, flexvolume.ErrFailureZeroExit):
 		return call, nil
 	case errors.Is(call.Err, flexvolume.ErrNotOneJSONObject):
 		return call, violation(ClauseOutputOneJSON, &call, "%v", call.Err)
