@@ -25,6 +25,10 @@ type CallerConfig struct {
 	MaxOutput int
 	// Env is added to the driver's environment.
 	Env []string
+	// Dir is the driver's working directory. Default "/" (kubelet's, as a
+	// system service), so that a driver reading files relative to its
+	// working directory fails here as on a node.
+	Dir string
 }
 
 // Caller runs a FlexVolume driver as kubelet and the attach/detach
@@ -49,6 +53,9 @@ func NewCaller(cfg CallerConfig) *Caller {
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 1 << 20
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = "/"
 	}
 	c := &Caller{cfg: cfg}
 	c.mu.unsupported = map[string]bool{}
@@ -119,6 +126,7 @@ func (c *Caller) RunUncached(ctx context.Context, args ...string) Call {
 	defer cancel()
 	cmd := exec.Command(c.cfg.Executable, args...)
 	cmd.Env = append(cmd.Environ(), c.cfg.Env...)
+	cmd.Dir = c.cfg.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out capped
 	out.max = c.cfg.MaxOutput
