@@ -37,7 +37,7 @@ var clauseArea = map[string]string{
 // Register adds the FlexVolume driver suite to the current Ginkgo tree.
 // rc is read when the specs run, so a BeforeSuite may still fill it in.
 func Register(rc *RunConfig) bool {
-	Describe("FlexVolume driver", Ordered, func() {
+	Describe("FlexVolume driver", Ordered, ContinueOnFailure, func() {
 		var s *Session
 		BeforeAll(func(ctx SpecContext) {
 			if rc.WorkDir == "" {
@@ -90,7 +90,8 @@ func Register(rc *RunConfig) bool {
 func report(err error) {
 	GinkgoHelper()
 	if v, ok := err.(*Violation); ok {
-		sv := suites.Violation{Clause: v.Clause + ": " + ClauseTitles[v.Clause], Did: v.Did, Response: v.Call, ExitCode: -1}
+		sv := suites.Violation{Clause: v.Clause + ": " + ClauseTitles[v.Clause], Did: v.Did, Method: v.Method,
+			Request: v.Request, Response: v.Response, ExitCode: v.ExitCode}
 		AddReportEntry(suites.ReportEntryViolation, sv, ReportEntryVisibilityNever)
 		Fail(v.Error())
 	}

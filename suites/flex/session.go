@@ -60,6 +60,12 @@ type Violation struct {
 	Did string `json:"did"`
 	// Call is the call-out that showed it, with its output.
 	Call string `json:"call,omitempty"`
+	// Method, Request (the argv after the driver), Response (the combined
+	// output) and ExitCode detail that call (ExitCode -1: none, or killed).
+	Method   string `json:"method,omitempty"`
+	Request  string `json:"request,omitempty"`
+	Response string `json:"response,omitempty"`
+	ExitCode int    `json:"exit_code"`
 }
 
 func (v *Violation) Error() string {
@@ -76,9 +82,14 @@ type NotChecked struct{ Reason string }
 func (s *NotChecked) Error() string { return "not checked: " + s.Reason }
 
 func violation(clause string, c *flexvolume.Call, format string, a ...any) *Violation {
-	v := &Violation{Clause: clause, Did: fmt.Sprintf(format, a...)}
+	v := &Violation{Clause: clause, Did: fmt.Sprintf(format, a...), ExitCode: -1}
 	if c != nil {
 		v.Call = c.String()
+		if len(c.Args) > 0 {
+			v.Method = c.Args[0]
+		}
+		v.Request = strings.Join(quoteArgs(c.Args), " ")
+		v.Response, v.ExitCode = string(c.Output), c.ExitCode
 	}
 	return v
 }
@@ -310,4 +321,17 @@ func (s *Session) statuses() string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "; ")
+}
+
+// quoteArgs shows argv as a shell would read it.
+func quoteArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\"'{}$\\") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		} else {
+			out[i] = a
+		}
+	}
+	return out
 }
