@@ -42,6 +42,7 @@ func Checks() []Check {
 		{Clause: ClauseDataMoves, NeedsAttach: true, NeedsBOSH: true, Run: checkDataMoves},
 		{Clause: ClauseFaultDirectorDown, NeedsAttach: true, NeedsBOSH: true, Run: checkDirectorDown},
 		{Clause: ClauseFaultTaskFailed, NeedsAttach: true, NeedsBOSH: true, Run: checkTaskFailed},
+		{Clause: ClauseMountRacesDetach, NeedsAttach: true, NeedsBOSH: true, Run: checkMountRacesDetach},
 		{Clause: ClauseExpand, Run: checkExpand},
 	}
 }

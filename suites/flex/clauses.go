@@ -24,6 +24,7 @@ const (
 	ClauseDataMoves          = "flex.data.moves"
 	ClauseFaultDirectorDown  = "flex.fault.director-down"
 	ClauseFaultTaskFailed    = "flex.fault.task-failed"
+	ClauseMountRacesDetach   = "flex.fault.mount-races-detach"
 	ClauseExpand             = "flex.expand"
 	ClauseSetup              = "flex.harness.setup"
 )
@@ -51,6 +52,7 @@ var ClauseTitles = map[string]string{
 	ClauseDataMoves:          "data written on one node is read back on another after detach and attach",
 	ClauseFaultDirectorDown:  "with the Director down, attach and detach → Failure with a message and a non-zero exit; once it is back, a retry converges",
 	ClauseFaultTaskFailed:    "a Director task that fails (unknown disk pool) → Failure with a message; nothing is attached",
+	ClauseMountRacesDetach:   "a detach while mountdevice is in progress leaves the node consistent: never Success from mountdevice, nor a mount, on a disk detached under it",
 	ClauseExpand:             "expandvolume and expandfs, when supported, grow the volume and report sizes in bytes",
 	ClauseSetup:              "(harness) the suite can install the driver and reach the Director",
 }

@@ -31,7 +31,7 @@ var clauseArea = map[string]string{
 	ClauseAttachDevice: "attach", ClauseAttachNode: "attach", ClauseAttachExclusive: "attach", ClauseDetach: "attach",
 	ClauseMountIdempotent: "mount", ClauseLifecycle: "mount",
 	ClauseFormatBlankOnly: "data", ClauseDataMoves: "data",
-	ClauseFaultDirectorDown: "faults", ClauseFaultTaskFailed: "faults", ClauseExpand: "expand",
+	ClauseFaultDirectorDown: "faults", ClauseFaultTaskFailed: "faults", ClauseMountRacesDetach: "faults", ClauseExpand: "expand",
 }
 
 // Register adds the FlexVolume driver suite to the current Ginkgo tree.
