@@ -27,9 +27,16 @@ type MainConfig struct {
 // exactly one JSON object on stdout, nothing on stderr, logs to the
 // config's log file.
 func Main(mc MainConfig) {
-	exe, err := os.Executable()
-	if err != nil || filepath.Base(exe) != filepath.Base(os.Args[0]) {
-		exe, _ = filepath.Abs(os.Args[0])
+	// The path the driver was run as (kubelet runs it by its absolute
+	// path), not the file /proc/self/exe names: a hard-linked copy reads
+	// the config beside its own link.
+	exe := os.Args[0]
+	if !filepath.IsAbs(exe) {
+		if p, err := os.Executable(); err == nil && filepath.Base(p) == filepath.Base(exe) {
+			exe = p
+		} else {
+			exe, _ = filepath.Abs(exe)
+		}
 	}
 	r, code := run(exe, os.Args[1:], mc)
 	if mc.Rewrite != nil {
