@@ -54,30 +54,17 @@ func (s *Session) Prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.caps = flexvolume.DefaultCapabilities()
 	var raw struct {
 		Capabilities map[string]json.RawMessage `json:"capabilities"`
 	}
 	_ = json.Unmarshal(call.Output, &raw)
 	s.initRaw = raw.Capabilities
-	if call.Result.Capabilities != nil {
-		s.caps = *call.Result.Capabilities
-		// Keys left out keep kubelet's defaults.
-		d := flexvolume.DefaultCapabilities()
-		for k, p := range map[string]*bool{"attach": &s.caps.Attach, "selinuxRelabel": &s.caps.SELinuxRelabel,
-			"fsGroup": &s.caps.FSGroup, "requiresFSResize": &s.caps.RequiresFSResize} {
-			if _, ok := raw.Capabilities[k]; !ok {
-				switch k {
-				case "attach":
-					*p = d.Attach
-				case "selinuxRelabel":
-					*p = d.SELinuxRelabel
-				case "fsGroup":
-					*p = d.FSGroup
-				case "requiresFSResize":
-					*p = d.RequiresFSResize
-				}
-			}
+	// Keys left out keep kubelet's defaults (decoding over them).
+	s.caps = flexvolume.DefaultCapabilities()
+	if raw.Capabilities != nil {
+		b, _ := json.Marshal(raw.Capabilities)
+		if err := json.Unmarshal(b, &s.caps); err != nil {
+			return violation(ClauseInitCapabilities, &call, "init's capabilities do not decode as kubelet reads them: %v", err)
 		}
 	}
 	return nil
