@@ -7,6 +7,7 @@
 //	cpilab director           run the reference Director
 //	cpilab agent --root DIR   run one reference agent
 //	cpilab certify-director   certify a director's dynamic disks API
+//	cpilab certify-flex       certify a FlexVolume driver (the BOSH dynamic disks driver by default)
 //	cpilab simulate / replay  deterministic lifecycle simulation
 //	cpilab completion bash    shell completion
 //

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// flexBinaries are the executables the tests build, by installed name.
+var flexBinaries = map[string]string{
+	"bosh-flexvolume":                        "github.com/cpilab/cpilab/cmd/bosh-flexvolume",
+	"cpilab~reformat-always/reformat-always": "github.com/cpilab/cpilab/fixtures/flexdrivers/cmd/flexdriver",
+}
+
+// buildFlex builds the named flexBinaries into a directory of t's.
+func buildFlex(t testing.TB, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range names {
+		pkg := flexBinaries[name]
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
+		if err != nil {
+			t.Fatal(&buildError{pkg: pkg, out: string(out), err: err})
+		}
+	}
+	return dir
+}
+
+// certifyFlex runs `cpilab certify-flex args…` in its own process with dir
+// first on PATH.
+func certifyFlex(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"certify-flex"}, args...)...)
+	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errb.String()
+	} else if err != nil {
+		t.Fatalf("running certify-flex: %v\n%s", err, errb.String())
+	}
+	return 0, out.String(), errb.String()
+}
+
+// With no flags, certify-flex certifies the project's driver (found on
+// PATH) against the embedded director, agents and fake cloud, and writes
+// the three reports.
+func TestCertifyFlexAcceptsTheProjectDriver(t *testing.T) {
+	dir := buildFlex(t, "bosh-flexvolume")
+	rep := t.TempDir()
+	junit, js, html := filepath.Join(rep, "r.xml"), filepath.Join(rep, "r.json"), filepath.Join(rep, "r.html")
+	code, out, errs := certifyFlex(t, dir, "--junit-report", junit, "--json-report", js, "--html-report", html)
+	if code != 0 || !strings.Contains(out, "ACCEPTED: 16 passed, 1 not checked") {
+		t.Fatalf("exit %d; want 0 and ACCEPTED:\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"✔ flex.data.moves:", "✔ flex.fault.director-down:", "– flex.expand:",
+		"Not checked (these are not passes)", "the driver does not expand volumes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for p, want := range map[string]string{junit: "flex.attach.exclusive", js: "flex.attach.exclusive", html: "ACCEPTED"} {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte(want)) {
+			t.Errorf("report %s: %v, or it lacks %q", filepath.Base(p), err, want)
+		}
+	}
+}
+
+// A catalog driver that re-formats a disk with data is rejected with its
+// clause, and the failure says how to rerun it alone.
+func TestCertifyFlexRejectsAReformattingDriver(t *testing.T) {
+	dir := buildFlex(t, "cpilab~reformat-always/reformat-always")
+	drv := filepath.Join(dir, "cpilab~reformat-always", "reformat-always")
+	code, out, errs := certifyFlex(t, dir, "--driver", drv, "--label-filter", "area:data")
+	if code != 1 || !strings.Contains(out, "REJECTED:") {
+		t.Fatalf("exit %d; want 1 and REJECTED:\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"✘ flex.format.blank-only:", "the file written before is gone", "cpilab certify-flex --driver '" + drv + "' --focus"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Misuse is a usage error that names the flag.
+func TestCertifyFlexUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := certifyFlex(t, dir, "--backend", "nfs"); code != 2 || !strings.Contains(errs, "--backend must be") {
+		t.Errorf("--backend nfs: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := certifyFlex(t, dir, "--driver", filepath.Join(dir, "no-such-driver")); code == 0 || !strings.Contains(errs, "--driver") {
+		t.Errorf("--driver missing: exit %d, stderr %q", code, errs)
+	}
+}

@@ -1,0 +1,247 @@
+package flex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/launch"
+	"github.com/cpilab/cpilab/suites/dynamicdisks"
+)
+
+// Env is the BOSH world a driver is certified against: a Director behind a
+// gate the suite can close (Director down), a deployment whose instances
+// are the Kubernetes nodes, and the fake cloud's data dir (the oracle).
+type Env struct {
+	// URL is the Director as the driver reaches it: through the gate.
+	URL       string
+	CACertPEM []byte
+	// Client and Secret hold the dynamic disk scopes only.
+	Client, Secret string
+	// DiskPool is the disk_pool_name volumes are provided from.
+	DiskPool string
+	// Nodes are the nodes, in order; each is an instance with a VM root.
+	Nodes []EnvNode
+	// CloudDir is the fake cloud's data dir: disks/<cid>.img are the
+	// disks' backing files, vms/<cid>/root the VMs' roots.
+	CloudDir string
+	// Admin talks to the Director directly with bosh.admin.
+	Admin *director.Client
+
+	gate *Gate
+	stop func()
+}
+
+// EnvNode is one node: its name, instance and VM root.
+type EnvNode struct {
+	Name       string
+	InstanceID string
+	VMCID      string
+	Root       string
+}
+
+// SetDirectorDown opens or closes the gate in front of the Director.
+func (e *Env) SetDirectorDown(down bool) { e.gate.down.Store(down) }
+
+// Close stops everything StartEnv started.
+func (e *Env) Close() {
+	if e.stop != nil {
+		e.stop()
+	}
+}
+
+// EnvConfig configures StartEnv.
+type EnvConfig struct {
+	// Dir is where the Director, the cloud and the stemcell live
+	// (required; left for the caller to remove).
+	Dir string
+	// Nodes is the number of instances deployed. Default 2.
+	Nodes int
+	// Out receives progress lines. Default io.Discard.
+	Out io.Writer
+}
+
+const (
+	stemcellMF = `---
+name: bosh-fakeiaas-ubuntu-jammy-go_agent
+version: "1.100"
+operating_system: ubuntu-jammy
+api_version: 2
+stemcell_formats:
+- fakeiaas-raw
+cloud_properties: {}
+`
+	stemcellImage = `{"name": "bosh-fakeiaas-ubuntu-jammy-go_agent", "version": "1.100", "api_version": 2, "agent": {"device_path_resolution_type": "virtio"}}
+`
+	deploymentName = "flex"
+)
+
+// StartEnv starts an embedded reference Director with agents and the fake
+// cloud, deploys the nodes and opens the gate.
+func StartEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("flex: EnvConfig.Dir is required")
+	}
+	if cfg.Nodes <= 0 {
+		cfg.Nodes = 2
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	stemcell := filepath.Join(cfg.Dir, "stemcell")
+	if err := errors.Join(os.MkdirAll(stemcell, 0o755),
+		os.WriteFile(filepath.Join(stemcell, "stemcell.MF"), []byte(stemcellMF), 0o644),
+		os.WriteFile(filepath.Join(stemcell, "image"), []byte(stemcellImage), 0o644)); err != nil {
+		return nil, fmt.Errorf("flex: stemcell in %s: %w", cfg.Dir, err)
+	}
+	dataDir := filepath.Join(cfg.Dir, "director")
+	lctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan launch.Info, 1)
+	done := make(chan error, 1)
+	go func() { // I/O edge: the embedded Director serves until Close
+		done <- launch.Run(lctx, launch.Config{DataDir: dataDir, Listen: "127.0.0.1:0", Out: io.Discard,
+			Ready: func(i launch.Info) { ready <- i },
+			Users: []director.User{
+				{Name: "admin", Password: "admin", Scopes: []string{director.ScopeAdmin}},
+				{Name: "flex", Password: "flex", Scopes: director.DiskScopes},
+			}})
+	}()
+	e := &Env{Client: "flex", Secret: "flex", DiskPool: "dynamic", CloudDir: filepath.Join(dataDir, "fakeiaas")}
+	var info launch.Info
+	select {
+	case info = <-ready:
+	case err := <-done:
+		cancel()
+		return nil, fmt.Errorf("flex: embedded director: %w", err)
+	case <-ctx.Done():
+		cancel()
+		<-done
+		return nil, ctx.Err()
+	}
+	gate, err := newGate(info.URL)
+	if err != nil {
+		cancel()
+		<-done
+		return nil, err
+	}
+	e.gate = gate
+	e.stop = func() { gate.Close(); cancel(); <-done }
+	e.URL, e.CACertPEM = gate.URL, info.CACertPEM
+	fmt.Fprintf(cfg.Out, "embedded reference director at %s (the driver reaches it at %s)\n", info.URL, gate.URL)
+	if err := e.deploy(ctx, info, stemcell, cfg.Nodes); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) deploy(ctx context.Context, info launch.Info, stemcell string, n int) error {
+	admin, err := director.NewClient(director.ClientConfig{URL: info.URL, CACertPEM: info.CACertPEM, Username: "admin", Password: "admin"})
+	if err != nil {
+		return err
+	}
+	if err := admin.Login(ctx); err != nil {
+		return fmt.Errorf("flex: login as admin: %w", err)
+	}
+	e.Admin = admin
+	if err := admin.UploadStemcell(ctx, stemcell); err != nil {
+		return fmt.Errorf("flex: upload stemcell: %w", err)
+	}
+	if err := admin.UpdateCloudConfig(ctx, dynamicdisks.DefaultCloudConfig); err != nil {
+		return fmt.Errorf("flex: cloud config: %w", err)
+	}
+	if err := admin.Deploy(ctx, dynamicdisks.DefaultManifest(deploymentName, "ubuntu-jammy", n)); err != nil {
+		return fmt.Errorf("flex: deploy %s: %w", deploymentName, err)
+	}
+	insts, err := admin.Instances(ctx, deploymentName)
+	if err != nil {
+		return fmt.Errorf("flex: instances of %s: %w", deploymentName, err)
+	}
+	for _, in := range insts {
+		if in.VMCID == "" {
+			continue
+		}
+		e.Nodes = append(e.Nodes, EnvNode{Name: fmt.Sprintf("node-%d", len(e.Nodes)), InstanceID: in.ID, VMCID: in.VMCID,
+			Root: filepath.Join(e.CloudDir, "vms", in.VMCID, "root")})
+	}
+	if len(e.Nodes) < n {
+		return fmt.Errorf("flex: deployment %s has %d instances with VMs, want %d: %+v", deploymentName, len(e.Nodes), n, insts)
+	}
+	return nil
+}
+
+// Gate is a TCP proxy in front of the Director; while down it accepts and
+// at once closes every connection, as a Director that is not there.
+type Gate struct {
+	URL  string
+	ln   net.Listener
+	to   string
+	down atomic.Bool
+	wg   sync.WaitGroup
+}
+
+func newGate(target string) (*Gate, error) {
+	host, scheme := target, "https"
+	for _, p := range []string{"https://", "http://"} {
+		if len(target) > len(p) && target[:len(p)] == p {
+			host, scheme = target[len(p):], p[:len(p)-3]
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("flex: gate: %w", err)
+	}
+	g := &Gate{URL: scheme + "://" + ln.Addr().String(), ln: ln, to: host}
+	g.wg.Add(1)
+	go g.serve() // I/O edge: a TCP proxy
+	return g, nil
+}
+
+func (g *Gate) serve() {
+	defer g.wg.Done()
+	for {
+		c, err := g.ln.Accept()
+		if err != nil {
+			return
+		}
+		if g.down.Load() {
+			_ = c.Close()
+			continue
+		}
+		g.wg.Add(1)
+		go func() { // I/O edge: one proxied connection
+			defer g.wg.Done()
+			defer c.Close()
+			u, err := net.DialTimeout("tcp", g.to, 5*time.Second)
+			if err != nil {
+				return
+			}
+			defer u.Close()
+			var cp sync.WaitGroup
+			cp.Add(2)
+			go func() { defer cp.Done(); _, _ = io.Copy(u, c); closeWrite(u) }()
+			go func() { defer cp.Done(); _, _ = io.Copy(c, u); closeWrite(c) }()
+			cp.Wait()
+		}()
+	}
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+}
+
+// Close stops the gate.
+func (g *Gate) Close() {
+	_ = g.ln.Close()
+	g.wg.Wait()
+}
