@@ -60,8 +60,7 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	rc := flex.RunConfig{Config: flex.Config{Driver: driver, PluginName: plugin, Backend: f.backend, CallTimeout: f.callTimeout,
 		LenientExit: f.lenientExit},
 		EnvOut: stdout}
-	opts := suites.RunOptions{LabelFilter: f.labelFilter, JUnitReport: f.junit, JSONReport: f.jsonReport,
-		Output: stdout, Verbose: f.verbose}
+	opts := suites.RunOptions{LabelFilter: f.labelFilter, Output: stdout, Verbose: f.verbose}
 	if f.focus != "" {
 		opts.Focus = []string{f.focus}
 	}
@@ -86,9 +85,21 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintln(stdout)
 		}
 	}
-	if f.html != "" {
-		if err := writeHTML(f.html, suites.HTMLReport{Title: "cpilab FlexVolume driver certification", Target: driver,
-			Notes: []string{"backend: " + f.backend}, Started: start, Duration: elapsed, Summary: sum, Failures: fails}); err != nil {
+	rep := suites.NewCertifyReport(report, suites.ReportRun{Target: driver, Command: os.Args,
+		Notes: []string{"FlexVolume driver certification, backend " + f.backend}, Started: start, Duration: elapsed,
+		Rerun: flexRerunCommand(f)})
+	for _, r := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{
+		{f.jsonReport, rep.WriteJSON},
+		{f.junit, rep.WriteJUnit},
+		{f.html, func(w io.Writer) error { return suites.WriteHTML(w, rep) }},
+	} {
+		if r.path == "" {
+			continue
+		}
+		if err := writeFile(r.path, r.write); err != nil {
 			return err
 		}
 	}
@@ -126,10 +137,10 @@ func flexRerunCommand(f certifyFlexFlags) func(focus string) string {
 	return func(focus string) string {
 		parts := []string{"cpilab", "certify-flex"}
 		if f.driver != "" {
-			parts = append(parts, "--driver", shellQuote(f.driver))
+			parts = append(parts, "--driver", shellWord(f.driver))
 		}
 		if f.plugin != "" {
-			parts = append(parts, "--plugin-name", shellQuote(f.plugin))
+			parts = append(parts, "--plugin-name", shellWord(f.plugin))
 		}
 		if f.backend != flex.BackendBOSH {
 			parts = append(parts, "--backend", f.backend)
@@ -137,7 +148,7 @@ func flexRerunCommand(f certifyFlexFlags) func(focus string) string {
 		if f.lenientExit {
 			parts = append(parts, "--lenient-exit")
 		}
-		return strings.Join(append(parts, "--focus", shellQuote(focus)), " ")
+		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
 	}
 }
 
