@@ -1,0 +1,230 @@
+package storagesim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cpilab/cpilab/storage"
+)
+
+// Provider is the cloud's constraints on modifying a disk.
+type Provider struct {
+	// MinInterval between two modifications of one disk (legacy EBS text: 6 h).
+	MinInterval time.Duration
+	// MaxPer24h modifications of one disk in any rolling 24 h (current EBS
+	// text: 4); 0 means no count limit.
+	MaxPer24h int
+	// MaxSizeMiB is the largest disk (0: none).
+	MaxSizeMiB int64
+	// Latency is how long a resize takes (detach, resize, attach).
+	Latency time.Duration
+}
+
+// Fault kinds.
+const (
+	ControllerDown = "controller-down" // the controller is not running (restarted after)
+	DirectorDown   = "director-down"   // every Director call fails
+	ResizeFails    = "resize-fails"    // resize tasks started in the span fail
+	VMRecreate     = "vm-recreate"     // the VM is recreated: a resize in flight fails, no usage for the span
+	AgentDown      = "agent-down"      // no usage reports
+)
+
+// Fault is one fault over a span of virtual time from the start of the run.
+type Fault struct {
+	Kind string
+	At   time.Duration
+	For  time.Duration
+}
+
+func (f Fault) String() string { return fmt.Sprintf("%s at=%s for=%s", f.Kind, f.At, f.For) }
+
+func (f Fault) active(since time.Duration) bool { return since >= f.At && since < f.At+f.For }
+
+// world is the model the controller acts on.
+type world struct {
+	start    time.Time
+	now      time.Time
+	faults   []Fault
+	provider Provider
+
+	disk   *disk
+	tasks  map[string]*task
+	seq    int
+	issued []issued // every StartResize, for the checkers
+}
+
+type disk struct {
+	name, cid string
+	sizeMiB   int64
+	usedMiB   float64
+	mods      []time.Time // accepted modifications
+	inflight  *task
+}
+
+type task struct {
+	id      string
+	target  int64
+	doneAt  time.Time
+	fails   bool
+	refused string
+	state   storage.TaskState
+}
+
+type issued struct {
+	at      time.Time
+	from    int64
+	target  int64
+	refused bool
+}
+
+var errDirectorDown = errors.New("director unavailable (simulated outage)")
+
+func (w *world) since() time.Duration { return w.now.Sub(w.start) }
+
+func (w *world) faultActive(kind string) bool {
+	for _, f := range w.faults {
+		if f.Kind == kind && f.active(w.since()) {
+			return true
+		}
+	}
+	return false
+}
+
+// advance moves tasks forward to w.now.
+func (w *world) advance() {
+	d := w.disk
+	if d == nil || d.inflight == nil {
+		return
+	}
+	t := d.inflight
+	if w.faultActive(VMRecreate) {
+		t.fails = true
+	}
+	if w.now.Before(t.doneAt) {
+		return
+	}
+	if t.fails {
+		t.state = storage.TaskFailed
+	} else {
+		d.sizeMiB = t.target
+		t.state = storage.TaskDone
+	}
+	d.inflight = nil
+}
+
+// The Director model (storage.Director).
+type director struct{ w *world }
+
+func (dr director) Disk(_ context.Context, name string) (storage.Disk, bool, error) {
+	w := dr.w
+	if w.faultActive(DirectorDown) {
+		return storage.Disk{}, false, errDirectorDown
+	}
+	if w.disk == nil || w.disk.name != name {
+		return storage.Disk{}, false, nil
+	}
+	return storage.Disk{CID: w.disk.cid, SizeMiB: w.disk.sizeMiB, InstanceID: "db/0"}, true, nil
+}
+
+func (dr director) Provide(_ context.Context, name string, size int64, _, _ string) error {
+	w := dr.w
+	if w.faultActive(DirectorDown) {
+		return errDirectorDown
+	}
+	if w.disk == nil {
+		w.seq++
+		w.disk = &disk{name: name, cid: fmt.Sprintf("disk-%d", w.seq), sizeMiB: size}
+	}
+	return nil
+}
+
+func (dr director) StartResize(_ context.Context, name string, size int64) (string, error) {
+	w := dr.w
+	if w.faultActive(DirectorDown) {
+		return "", errDirectorDown
+	}
+	d := w.disk
+	if d == nil || d.name != name {
+		return "", fmt.Errorf("no dynamic disk %q", name)
+	}
+	w.seq++
+	t := &task{id: fmt.Sprint(w.seq), target: size, state: storage.TaskRunning}
+	w.tasks[t.id] = t
+	switch {
+	case d.inflight != nil:
+		t.refused = "a modification of this volume is already in progress"
+	case w.provider.MaxSizeMiB > 0 && size > w.provider.MaxSizeMiB:
+		t.refused = fmt.Sprintf("size %d MiB exceeds the provider maximum %d MiB", size, w.provider.MaxSizeMiB)
+	case w.provider.MinInterval > 0 && len(d.mods) > 0 && w.now.Sub(d.mods[len(d.mods)-1]) < w.provider.MinInterval:
+		t.refused = fmt.Sprintf("the volume was modified %s ago (minimum interval %s)", w.now.Sub(d.mods[len(d.mods)-1]), w.provider.MinInterval)
+	case w.provider.MaxPer24h > 0 && countSince(d.mods, w.now.Add(-24*time.Hour)) >= w.provider.MaxPer24h:
+		t.refused = fmt.Sprintf("%d modifications in the last 24 h (provider limit)", w.provider.MaxPer24h)
+	}
+	w.issued = append(w.issued, issued{at: w.now, from: d.sizeMiB, target: size, refused: t.refused != ""})
+	if t.refused != "" {
+		t.state = storage.TaskRefused
+		return t.id, nil
+	}
+	d.mods = append(d.mods, w.now)
+	t.doneAt = w.now.Add(w.provider.Latency)
+	t.fails = w.faultActive(ResizeFails) || w.faultActive(VMRecreate)
+	d.inflight = t
+	return t.id, nil
+}
+
+func countSince(ts []time.Time, since time.Time) int {
+	n := 0
+	for _, t := range ts {
+		if t.After(since) {
+			n++
+		}
+	}
+	return n
+}
+
+func (dr director) Task(_ context.Context, id string) (storage.TaskState, string, error) {
+	w := dr.w
+	if w.faultActive(DirectorDown) {
+		return 0, "", errDirectorDown
+	}
+	t, ok := w.tasks[id]
+	if !ok {
+		return 0, "", fmt.Errorf("no task %s", id)
+	}
+	switch t.state {
+	case storage.TaskRefused:
+		return t.state, t.refused, nil
+	case storage.TaskFailed:
+		return t.state, "resize task failed (simulated CPI or VM failure)", nil
+	}
+	return t.state, "", nil
+}
+
+// The agent's usage report (storage.UsageSource).
+type usage struct{ w *world }
+
+func (u usage) Usage(_ context.Context, _, cid string) (int64, int64, error) {
+	w := u.w
+	if w.faultActive(AgentDown) || w.faultActive(VMRecreate) {
+		return 0, 0, errors.New("agent unreachable (simulated)")
+	}
+	if w.disk == nil || w.disk.cid != cid || w.disk.inflight != nil {
+		return 0, 0, errors.New("disk not attached")
+	}
+	return w.disk.sizeMiB, int64(w.disk.usedMiB), nil
+}
+
+// store is the controller's durable status (it survives controller restarts).
+type store map[string]storage.Status
+
+func (s store) Load(_ context.Context, id string) (storage.Status, bool, error) {
+	st, ok := s[id]
+	return st, ok, nil
+}
+
+func (s store) Save(_ context.Context, id string, st storage.Status) error {
+	s[id] = st
+	return nil
+}
