@@ -52,9 +52,9 @@ type volumeYAML struct {
 }
 
 type policyYAML struct {
-	Request      int64  `yaml:"request"`
-	Limit        int64  `yaml:"limit"`
-	TargetBuffer int    `yaml:"targetBuffer"`
+	Request      int64 `yaml:"request"`
+	Limit        int64 `yaml:"limit"`
+	TargetBuffer int   `yaml:"targetBuffer"`
 	Window       struct {
 		Schedule string `yaml:"schedule"`
 		Duration string `yaml:"duration"`
