@@ -8,6 +8,7 @@
 //	cpilab agent --root DIR   run one reference agent
 //	cpilab certify-director   certify a director's dynamic disks API
 //	cpilab simulate / replay  deterministic lifecycle simulation
+//	cpilab storage run|simulate|replay  convergent storage sizing over dynamic disks
 //
 // Each subcommand lives in its own file and registers itself in commands; it
 // only maps flags to the documented config struct of the package it runs.
