@@ -43,8 +43,8 @@ func TestControllerEndToEnd(t *testing.T) {
 	}
 	dataDir, statusPath := t.TempDir(), filepath.Join(t.TempDir(), "status.json")
 	policy := storage.Policy{RequestMiB: 64, LimitMiB: 320, TargetBuffer: 20,
-		Window:    storage.Window{Schedule: "0 */6 * * *", Duration: 2 * time.Hour},
-		Emergency: storage.Emergency{CriticalThreshold: 90, CriticalMinimumFreeMiB: 4, MaxActionsPerDay: 4, ReservedForEmergency: 1},
+		Window:     storage.Window{Schedule: "0 */6 * * *", Duration: 2 * time.Hour},
+		Emergency:  storage.Emergency{CriticalThreshold: 90, CriticalMinimumFreeMiB: 4, MaxActionsPerDay: 4, ReservedForEmergency: 1},
 		MinStepMiB: 16, MaxStepMiB: 128}
 	if err := policy.Validate(); err != nil {
 		t.Fatal(err)
