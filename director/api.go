@@ -88,6 +88,7 @@ func (a *API) Handler() http.Handler {
 	route("POST /dynamic_disks/{name}/attach", PermAttachDisks, a.attachDisk)
 	route("POST /dynamic_disks/{name}/detach", PermDetachDisks, a.detachDisk)
 	route("DELETE /dynamic_disks/{name}", PermDeleteDisks, a.deleteDisk)
+	route("POST /dynamic_disks/{name}/resize", PermCreateDisks, a.resizeDisk) // cpilab extension
 
 	route("GET /tasks", PermRead, a.listTasks)
 	route("GET /tasks/{id}", "", a.getTask)

@@ -307,6 +307,14 @@ func (c *Client) DetachDynamicDisk(ctx context.Context, name string) error {
 	return err
 }
 
+// ResizeDynamicDisk runs POST /dynamic_disks/:name/resize (a cpilab
+// extension) and returns the disk's CID afterwards (a new one when the
+// director resized by copy).
+func (c *Client) ResizeDynamicDisk(ctx context.Context, name string, sizeMiB int) (string, error) {
+	tv, err := c.Run(ctx, http.MethodPost, "/dynamic_disks/"+url.PathEscape(name)+"/resize", map[string]int{"disk_size": sizeMiB})
+	return c.diskCIDOf(ctx, tv, err)
+}
+
 // DeleteDynamicDisk runs DELETE /dynamic_disks/:name.
 func (c *Client) DeleteDynamicDisk(ctx context.Context, name string) error {
 	_, err := c.Run(ctx, http.MethodDelete, "/dynamic_disks/"+url.PathEscape(name), nil)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
@@ -212,6 +213,9 @@ func (c *gateCPI) DetachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.Dis
 func (c *gateCPI) SetDiskMetadata(ctx context.Context, cid cpiv2.DiskCID, m cpiv2.Metadata) error {
 	return gated0(c.g, func() error { return c.cpi.SetDiskMetadata(ctx, cid, m) })
 }
+func (c *gateCPI) ResizeDisk(ctx context.Context, cid cpiv2.DiskCID, sizeMiB int) error {
+	return gated0(c.g, func() error { return c.cpi.ResizeDisk(ctx, cid, sizeMiB) })
+}
 func (c *gateCPI) GetDisks(ctx context.Context, vm cpiv2.VMCID) ([]cpiv2.DiskCID, error) {
 	return gated(c.g, func() ([]cpiv2.DiskCID, error) { return c.cpi.GetDisks(ctx, vm) })
 }
@@ -238,6 +242,9 @@ func (i *gateInventory) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) 
 }
 func (i *gateInventory) ListStemcells(ctx context.Context) ([]cpiv2.StemcellCID, error) {
 	return gated(i.g, func() ([]cpiv2.StemcellCID, error) { return i.l.ListStemcells(ctx) })
+}
+func (i *gateInventory) CopyDisk(ctx context.Context, vm cpiv2.VMCID, from, to cpiv2.DiskCID) error {
+	return gated0(i.g, func() error { return i.l.CopyDisk(ctx, vm, from, to) })
 }
 func (i *gateInventory) ListVMs(ctx context.Context) ([]director.ListedVM, error) {
 	return gated(i.g, func() ([]director.ListedVM, error) { return i.l.ListVMs(ctx) })
@@ -267,6 +274,11 @@ func stepWorkload(t *testing.T) []func(d *director.Director) (int64, error) {
 			return d.Provide("admin", director.ProvideRequest{DiskName: name, DiskSize: 4, DiskPoolName: "small", InstanceID: inst(d, i), Metadata: meta})
 		}
 	}
+	resize := func(name string, size int) func(d *director.Director) (int64, error) {
+		return func(d *director.Director) (int64, error) {
+			return d.ResizeDynamicDisk("admin", director.ResizeRequest{DiskName: name, DiskSize: size})
+		}
+	}
 	return []func(d *director.Director) (int64, error){
 		func(d *director.Director) (int64, error) { return d.UploadStemcell("admin", mf, img) },
 		func(d *director.Director) (int64, error) { return d.UpdateCloudConfig("admin", cc) },
@@ -278,6 +290,8 @@ func stepWorkload(t *testing.T) []func(d *director.Director) (int64, error) {
 		func(d *director.Director) (int64, error) {
 			return d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: "b", InstanceID: inst(d, 1)})
 		},
+		resize("a", 8), // grows in place: detach, resize_disk, attach, link
+		resize("a", 6), // shrinks by copy: create, attach, copy, metadata, detach, swap, link
 		func(d *director.Director) (int64, error) { return d.DetachDynamicDisk("admin", "a") },
 		state(1, "stopped", false, false),
 		state(1, "started", false, false),
@@ -386,6 +400,11 @@ func runCrashPoint(t *testing.T, seed uint64, point *crashPoint, knobs director.
 				return
 			}
 			out.mismatch = append(out.mismatch, prefixed("after restart", recordsVsCloud(d, l))...)
+			if point.Job == "resize_dynamic_disk" {
+				// A resize restores the link at restart (the other jobs
+				// link again when the operator runs them again).
+				out.mismatch = append(out.mismatch, prefixed("after restart", unlinked(d, l))...)
+			}
 			i-- // the operator runs the interrupted request again
 		}
 		if point == nil {
@@ -474,8 +493,10 @@ func recordsVsCloud(d *director.Director, l *lab.Lab) []string {
 	orphans, _ := d.OrphanedDisks()
 	cloudDisk := map[string]string{} // CID → VM CID
 	cloudMeta := map[string]map[string]string{}
+	cloudSize := map[string]int{}
 	for _, dk := range cloud.Disks {
 		cloudDisk[dk.CID.String()] = dk.VMCID.String()
+		cloudSize[dk.CID.String()] = dk.SizeMiB
 		cloudMeta[dk.CID.String()] = dk.Metadata
 	}
 	known := map[string]bool{}
@@ -489,6 +510,8 @@ func recordsVsCloud(d *director.Director, l *lab.Lab) []string {
 			bad("dynamic disk %s (%s) is recorded, the cloud has none", dd.Name, dd.CID)
 		case vm != dd.VMCID:
 			bad("dynamic disk %s: the record says VM %q, the cloud %q", dd.Name, dd.VMCID, vm)
+		case dd.SizeMiB != cloudSize[dd.CID]:
+			bad("dynamic disk %s: the record says %d MiB, the cloud %d MiB", dd.Name, dd.SizeMiB, cloudSize[dd.CID])
 		case !metadataSet(dd.Metadata, cloudMeta[dd.CID]):
 			bad("dynamic disk %s: the record says metadata %v, the cloud %v", dd.Name, dd.Metadata, cloudMeta[dd.CID])
 		}
@@ -528,6 +551,23 @@ func recordsVsCloud(d *director.Director, l *lab.Lab) []string {
 	}
 	for _, n := range d.ReconcileNotes() {
 		bad("reconciliation note: %s", n)
+	}
+	return out
+}
+
+// unlinked lists every attached dynamic disk whose VM's agent holds no link
+// to it (read from the VM root).
+func unlinked(d *director.Director, l *lab.Lab) []string {
+	var out []string
+	disks, _ := d.DynamicDisks()
+	for _, dd := range disks {
+		if !dd.Attached() {
+			continue
+		}
+		root := l.Cloud.VMRoot(cpiv2.MustCID[cpiv2.VMKind](dd.VMCID))
+		if _, err := os.Lstat(filepath.Join(root, agent.DynamicDiskLink(dd.CID))); err != nil {
+			out = append(out, fmt.Sprintf("dynamic disk %s (%s) is attached to %s, its agent has no link: %v", dd.Name, dd.CID, dd.VMCID, err))
+		}
 	}
 	return out
 }

@@ -66,6 +66,8 @@ type Intent struct {
 	// CIDs before the call.
 	Stemcell        *Stemcell `json:"stemcell,omitempty"`
 	StemcellsBefore []string  `json:"stemcells_before,omitempty"`
+	// Resize is how far a resize went (IntentResizeDisk).
+	Resize *ResizeIntent `json:"resize,omitempty"`
 
 	CreatedAt time.Time `json:"created_at"`
 	// Unsettled counts the start-ups whose reconciliation could not settle

@@ -27,6 +27,7 @@ func init() {
 		jobAttach:            {QueueDynamicDisks, decoded((*job).attachDynamicDisk)},
 		jobDetach:            {QueueDynamicDisks, decoded((*job).detachDynamicDisk)},
 		jobDelete:            {QueueDynamicDisks, decoded((*job).deleteDynamicDisk)},
+		jobResize:            {QueueDynamicDisks, decoded((*job).resizeDynamicDisk)},
 		jobUploadStemcell:    {QueueNormal, decoded((*job).uploadStemcell)},
 		jobUpdateCloudConfig: {QueueUrgent, decoded((*job).updateCloudConfig)},
 		jobDeploy:            {QueueNormal, decoded((*job).deploy)},
@@ -44,6 +45,7 @@ const (
 	jobAttach            = "attach_dynamic_disk"
 	jobDetach            = "detach_dynamic_disk"
 	jobDelete            = "delete_dynamic_disk"
+	jobResize            = "resize_dynamic_disk"
 	jobUploadStemcell    = "upload_stemcell"
 	jobUpdateCloudConfig = "update_cloud_config"
 	jobDeploy            = "deploy"

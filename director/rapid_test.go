@@ -15,21 +15,29 @@ import (
 
 // The model of the dynamic disks API (upstream's jobs): per
 // disk name, whether it exists, which instance it is attached to (-1: none)
-// and its AZ (set by create and by every attach, checked by attach).
+// and its AZ (set by create and by every attach, checked by attach), and
+// its size (set by provide and create, changed by cpilab's resize).
 type diskModel map[string]diskState
 
 type diskState struct {
-	at int
-	az string
+	at   int
+	az   string
+	size int
 }
 
 type apiOp struct {
-	kind string // provide, create, attach, detach, delete
+	kind string // provide, create, attach, detach, delete, resize
 	name string
 	inst int
+	size int // resize's MiB
 }
 
-func (o apiOp) String() string { return fmt.Sprintf("%s(%s,%d)", o.kind, o.name, o.inst) }
+func (o apiOp) String() string {
+	if o.kind == "resize" {
+		return fmt.Sprintf("resize(%s,%d MiB)", o.name, o.size)
+	}
+	return fmt.Sprintf("%s(%s,%d)", o.kind, o.name, o.inst)
+}
 
 // apply runs op on m and reports whether the API must succeed; azs are the
 // instances' AZs.
@@ -40,24 +48,35 @@ func (m diskModel) apply(o apiOp, azs []string) bool {
 		if exists && d.at >= 0 && d.at != o.inst {
 			return false
 		}
-		m[o.name] = diskState{o.inst, azs[o.inst]}
+		size := d.size
+		if !exists {
+			size = 4
+		}
+		m[o.name] = diskState{o.inst, azs[o.inst], size}
 	case "create":
 		if exists { // upstream: "disk `<name>` already exists"
 			return false
 		}
-		m[o.name] = diskState{-1, azs[o.inst]}
+		m[o.name] = diskState{-1, azs[o.inst], 4}
 	case "attach":
 		if !exists || (d.at >= 0 && d.at != o.inst) || (d.az != "" && d.az != azs[o.inst]) {
 			return false
 		}
-		m[o.name] = diskState{o.inst, azs[o.inst]}
+		m[o.name] = diskState{o.inst, azs[o.inst], d.size}
 	case "detach":
 		if !exists {
 			return false
 		}
-		m[o.name] = diskState{-1, d.az}
+		m[o.name] = diskState{-1, d.az, d.size}
 	case "delete":
 		delete(m, o.name)
+	case "resize":
+		// A shrink copies in the guest: a detached disk cannot shrink.
+		if !exists || (o.size < d.size && d.at < 0) {
+			return false
+		}
+		d.size = o.size
+		m[o.name] = d
 	}
 	return true
 }
@@ -123,14 +142,16 @@ func TestDynamicDisksAPIStateMachine(t *testing.T) {
 		for _, n := range names { // a clean slate for each check
 			w.done(w.d.DeleteDynamicDisk("admin", n))
 		}
+		w.done(w.d.DeleteOrphanedDisks("admin", nil)) // the disks shrinks replaced
 		model := diskModel{}
 		rounds := rapid.IntRange(1, 3).Draw(rt, "rounds")
 		for range rounds {
 			ops := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) apiOp {
 				return apiOp{
-					kind: rapid.SampledFrom([]string{"provide", "provide", "create", "attach", "detach", "delete"}).Draw(t, "kind"),
+					kind: rapid.SampledFrom([]string{"provide", "provide", "create", "attach", "detach", "delete", "resize"}).Draw(t, "kind"),
 					name: rapid.SampledFrom(names).Draw(t, "name"),
 					inst: rapid.IntRange(0, 2).Draw(t, "inst"),
+					size: rapid.SampledFrom([]int{4, 6, 8}).Draw(t, "size"),
 				}
 			}), 1, 4).Draw(rt, "ops")
 			ids := make([]int64, len(ops))
@@ -148,6 +169,8 @@ func TestDynamicDisksAPIStateMachine(t *testing.T) {
 					ids[i], err = w.d.DetachDynamicDisk("admin", o.name)
 				case "delete":
 					ids[i], err = w.d.DeleteDynamicDisk("admin", o.name)
+				case "resize":
+					ids[i], err = w.d.ResizeDynamicDisk("admin", director.ResizeRequest{DiskName: o.name, DiskSize: o.size})
 				}
 				if err != nil {
 					rt.Fatalf("%v: %v", o, err)
@@ -185,9 +208,14 @@ func (w *world) observe(rt *rapid.T) diskModel {
 	if err != nil {
 		rt.Fatal(err)
 	}
+	orphans, err := w.d.OrphanedDisks()
+	if err != nil {
+		rt.Fatal(err)
+	}
 	st := w.state()
-	if len(st.Disks) != len(disks) {
-		rt.Fatalf("the IaaS holds %d disks, the director records %d: a disk leaked or vanished", len(st.Disks), len(disks))
+	if len(st.Disks) != len(disks)+len(orphans) {
+		rt.Fatalf("the IaaS holds %d disks, the director records %d and %d orphans: a disk leaked or vanished",
+			len(st.Disks), len(disks), len(orphans))
 	}
 	m := diskModel{}
 	for _, dd := range disks {
@@ -201,7 +229,10 @@ func (w *world) observe(rt *rapid.T) diskModel {
 		if iaas.VMCID.String() != dd.VMCID {
 			rt.Fatalf("disk %s: record on VM %q, IaaS on %q", dd.Name, dd.VMCID, iaas.VMCID)
 		}
-		m[dd.Name] = diskState{-1, dd.AZ}
+		if iaas.SizeMiB != dd.SizeMiB {
+			rt.Fatalf("disk %s: record %d MiB, IaaS %d MiB", dd.Name, dd.SizeMiB, iaas.SizeMiB)
+		}
+		m[dd.Name] = diskState{-1, dd.AZ, dd.SizeMiB}
 		if dd.Attached() {
 			idx := slices.IndexFunc(w.insts, func(in director.Instance) bool { return in.ID == dd.InstanceID })
 			if idx < 0 || w.instance(idx).VMCID != dd.VMCID {
@@ -210,7 +241,7 @@ func (w *world) observe(rt *rapid.T) diskModel {
 			if !w.linked(dd.VMCID, dd.CID) {
 				rt.Fatalf("disk %s attached to %s without an agent link", dd.Name, dd.VMCID)
 			}
-			m[dd.Name] = diskState{idx, dd.AZ}
+			m[dd.Name] = diskState{idx, dd.AZ, dd.SizeMiB}
 		}
 	}
 	return m

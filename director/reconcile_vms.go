@@ -197,6 +197,8 @@ func (d *Director) settleIntent(ctx context.Context, in Intent) (settled bool, w
 		return d.settleCreateStemcell(ctx, in)
 	case IntentSetDiskMetadata:
 		return d.settleSetDiskMetadata(ctx, in)
+	case IntentResizeDisk:
+		return d.convergeResize(ctx, in, true)
 	}
 	return false, "", fmt.Errorf("unknown intent op %q", in.Op)
 }

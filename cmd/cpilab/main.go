@@ -10,6 +10,7 @@
 //	cpilab certify-flex       certify a FlexVolume driver (the BOSH dynamic disks driver by default)
 //	cpilab simulate / replay  deterministic lifecycle simulation
 //	cpilab completion bash    shell completion
+//	cpilab storage run|simulate|replay  convergent storage sizing over dynamic disks
 //
 // Each subcommand lives in its own file and registers itself in commands; it
 // only maps flags to the documented config struct of the package it runs.
