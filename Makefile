@@ -15,9 +15,11 @@ build:
 	$(GO) build -o $(BIN)/cpilab ./cmd/cpilab
 	$(GO) build -o $(BIN)/fakeiaas-cpi ./cmd/fakeiaas-cpi
 
-# make test: vet, format check, unit and suite tests, race tests, short fuzz.
+# make test: vet, format check, unit and suite tests (with a throw-away
+# PostgreSQL cluster, installed from the distribution's packages when
+# missing), race tests, short fuzz.
 test: build vet fmt
-	$(GO) test -count=1 $(PKGS)
+	./scripts/postgres.sh run $(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race $$($(GO) list $(RACE_PKGS) 2>/dev/null)
 	$(MAKE) fuzz FUZZTIME=3s
 

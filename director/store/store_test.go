@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"testing"
 
 	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/internal/pgtest"
 )
 
 type rec struct{ V int }
@@ -14,6 +16,13 @@ type rec struct{ V int }
 func TestStores(t *testing.T) {
 	for name, open := range map[string]func(t *testing.T) store.Store{
 		"memory": func(*testing.T) store.Store { return store.NewMemory() },
+		"postgres": func(t *testing.T) store.Store {
+			s, err := store.OpenPostgres(context.Background(), store.PostgresConfig{URL: pgtest.URL(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
 		"sqlite": func(t *testing.T) store.Store {
 			s, err := store.OpenSQLite(filepath.Join(t.TempDir(), "d.db"))
 			if err != nil {

@@ -1,0 +1,320 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Postgres is the Store for several director processes sharing one
+// database: the same tables and migrations as SQLite, each Update a
+// SERIALIZABLE transaction. Where two processes' transactions conflict,
+// PostgreSQL aborts one with a serialization failure and Postgres runs that
+// Update's fn again from the start, so fn must be safe to call more than
+// once (it may set variables it returns; it must not have effects outside
+// the transaction). Insert's refusal of an existing key is enforced by the
+// primary key, so names (dynamic disks, locks) stay unique across processes.
+type Postgres struct {
+	pool *pgxpool.Pool
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+}
+
+// PostgresConfig configures OpenPostgres.
+type PostgresConfig struct {
+	// URL is a libpq connection string or URL (postgres://user@host:port/db).
+	URL string
+	// MaxConns bounds the pool (default 8).
+	MaxConns int32
+	// Retries bounds how often a conflicting Update is run again (default 20).
+	Retries int
+}
+
+// OpenPostgres connects to the database at cfg.URL and applies pending
+// migrations (under an advisory lock, so that processes starting together
+// migrate once).
+func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres URL: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	} else {
+		pc.MaxConns = 8
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres %s: %w", redactURL(cfg.URL), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: postgres %s: %w", redactURL(cfg.URL), err)
+	}
+	s := &Postgres{pool: pool}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// redactURL drops a password from a URL for messages.
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		rest := u[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 {
+				return u[:i+3] + rest[:c] + ":***" + rest[at:]
+			}
+		}
+	}
+	return u
+}
+
+// migrationLock is the advisory lock id held while migrating.
+const migrationLock = 0x63706c6162 // "cplab"
+
+func (s *Postgres) migrate(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+		return fmt.Errorf("store: migration lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock) //nolint:errcheck // released with the session anyway
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("store: migrations table: %w", err)
+	}
+	var v *int64
+	if err := conn.QueryRow(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+		return fmt.Errorf("store: read schema version: %w", err)
+	}
+	start := 0
+	if v != nil {
+		start = int(*v)
+	}
+	for i := start; i < len(migrations); i++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, i+1)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: migration %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion is the number of migrations applied.
+func (s *Postgres) SchemaVersion() (int, error) {
+	var v *int64
+	err := s.pool.QueryRow(context.Background(), `SELECT MAX(version) FROM schema_migrations`).Scan(&v)
+	if v == nil {
+		return 0, err
+	}
+	return int(*v), err
+}
+
+// Update implements Store. See Postgres for when fn runs more than once.
+func (s *Postgres) Update(fn func(Tx) error) error { return s.run(fn, true) }
+
+// View implements Store.
+func (s *Postgres) View(fn func(Tx) error) error { return s.run(fn, false) }
+
+// Close implements Store.
+func (s *Postgres) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.pool.Close()
+	}
+	return nil
+}
+
+// pgTimeout bounds one transaction.
+const pgTimeout = 30 * time.Second
+
+// ErrConflict is returned when an Update still conflicted after its retries.
+var ErrConflict = errors.New("store: transaction kept conflicting with other processes")
+
+func (s *Postgres) run(fn func(Tx) error, write bool) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	opts := pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadWrite}
+	if !write {
+		opts.AccessMode = pgx.ReadOnly
+	}
+	var last error
+	for attempt := 0; attempt < 20; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
+		var fnErr error
+		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+			fnErr = fn(&pgTx{ctx: ctx, tx: tx, write: write})
+			return fnErr
+		})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if fnErr != nil && !retryable(fnErr) {
+			return fnErr // fn's own error, as the caller returned it
+		}
+		if !retryable(err) {
+			return fmt.Errorf("store: postgres transaction: %w", err)
+		}
+		last = err
+	}
+	return fmt.Errorf("%w: %v", ErrConflict, last)
+}
+
+// retryable reports a serialization failure or a deadlock.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+type pgTx struct {
+	ctx   context.Context
+	tx    pgx.Tx
+	write bool
+}
+
+func (t *pgTx) Get(k Kind, key string, v any) (bool, error) {
+	if err := validKind(k); err != nil {
+		return false, err
+	}
+	var body string
+	err := t.tx.QueryRow(t.ctx, `SELECT body FROM `+string(k)+` WHERE key = $1`, key).Scan(&body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: get %s/%s: %w", k, key, err)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		return false, fmt.Errorf("store: decode %s/%s: %w", k, key, err)
+	}
+	return true, nil
+}
+
+func (t *pgTx) encode(k Kind, key string, v any) (string, error) {
+	if err := validKind(k); err != nil {
+		return "", err
+	}
+	if !t.write {
+		return "", fmt.Errorf("store: write to %s/%s in a read-only transaction", k, key)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("store: encode %s/%s: %w", k, key, err)
+	}
+	return string(b), nil
+}
+
+func (t *pgTx) Put(k Kind, key string, v any) error {
+	body, err := t.encode(k, key, v)
+	if err != nil {
+		return err
+	}
+	if _, err := t.tx.Exec(t.ctx, `INSERT INTO `+string(k)+` (key, body) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET body = excluded.body`, key, body); err != nil {
+		return fmt.Errorf("store: put %s/%s: %w", k, key, err)
+	}
+	return nil
+}
+
+func (t *pgTx) Insert(k Kind, key string, v any) error {
+	body, err := t.encode(k, key, v)
+	if err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(t.ctx, `INSERT INTO `+string(k)+` (key, body) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, body)
+	if err != nil {
+		return fmt.Errorf("store: insert %s/%s: %w", k, key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s/%s", ErrExists, k, key)
+	}
+	return nil
+}
+
+func (t *pgTx) Delete(k Kind, key string) error {
+	if err := validKind(k); err != nil {
+		return err
+	}
+	if !t.write {
+		return fmt.Errorf("store: delete %s/%s in a read-only transaction", k, key)
+	}
+	if _, err := t.tx.Exec(t.ctx, `DELETE FROM `+string(k)+` WHERE key = $1`, key); err != nil {
+		return fmt.Errorf("store: delete %s/%s: %w", k, key, err)
+	}
+	return nil
+}
+
+func (t *pgTx) List(k Kind, fn func(string, []byte) error) error {
+	if err := validKind(k); err != nil {
+		return err
+	}
+	rows, err := t.tx.Query(t.ctx, `SELECT key, body FROM `+string(k)+` ORDER BY key COLLATE "C"`)
+	if err != nil {
+		return fmt.Errorf("store: list %s: %w", k, err)
+	}
+	type rec struct {
+		key  string
+		body []byte
+	}
+	var recs []rec
+	for rows.Next() {
+		var r rec
+		var body string
+		if err := rows.Scan(&r.key, &body); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: list %s: %w", k, err)
+		}
+		r.body = []byte(body)
+		recs = append(recs, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: list %s: %w", k, err)
+	}
+	for _, r := range recs {
+		if err := fn(r.key, r.body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *pgTx) NextID(seq string) (int64, error) {
+	if !t.write {
+		return 0, fmt.Errorf("store: NextID(%s) in a read-only transaction", seq)
+	}
+	var v int64
+	err := t.tx.QueryRow(t.ctx, `INSERT INTO sequences (name, value) VALUES ($1, 1)
+		ON CONFLICT (name) DO UPDATE SET value = sequences.value + 1 RETURNING value`, seq).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("store: next id %s: %w", seq, err)
+	}
+	return v, nil
+}
