@@ -318,3 +318,64 @@ func (t *pgTx) NextID(seq string) (int64, error) {
 	}
 	return v, nil
 }
+
+// ClaimFirst implements Claimer with SELECT … FOR UPDATE SKIP LOCKED in a
+// READ COMMITTED transaction: a record another process is claiming at the
+// same moment is skipped, not waited for, and a record changed by a
+// committed claim is checked against m again before it is returned, so two
+// processes never claim one record.
+func (s *Postgres) ClaimFirst(kind Kind, m Match, fn func(tx Tx, key string, raw []byte) error) (bool, error) {
+	if err := validKind(kind); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return false, ErrClosed
+	}
+	q := `SELECT key, body FROM ` + string(kind)
+	var args []any
+	for i, f := range m.fieldsSorted() {
+		if i == 0 {
+			q += ` WHERE `
+		} else {
+			q += ` AND `
+		}
+		q += fmt.Sprintf(`(body::jsonb ->> $%d) = ANY($%d)`, len(args)+1, len(args)+2)
+		args = append(args, f, m[f])
+	}
+	q += ` ORDER BY key COLLATE "C" LIMIT 1 FOR UPDATE SKIP LOCKED`
+	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite}
+	var last error
+	for attempt := 0; attempt < 20; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
+		var fnErr error
+		found := false
+		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+			var key, body string
+			err := tx.QueryRow(ctx, q, args...).Scan(&key, &body)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("store: claim from %s: %w", kind, err)
+			}
+			found = true
+			fnErr = fn(&pgTx{ctx: ctx, tx: tx, write: true}, key, []byte(body))
+			return fnErr
+		})
+		cancel()
+		if err == nil {
+			return found, nil
+		}
+		if fnErr != nil && !retryable(fnErr) {
+			return false, fnErr
+		}
+		if !retryable(err) {
+			return false, err
+		}
+		last = err
+	}
+	return false, fmt.Errorf("%w: %v", ErrConflict, last)
+}
