@@ -51,6 +51,10 @@ type Task struct {
 	EndedAt   time.Time   `json:"ended_at,omitzero"`
 	Events    []TaskEvent `json:"events,omitempty"`
 	Debug     []string    `json:"debug,omitempty"`
+	// Owner is the director process running the task and LeaseExpiresAt
+	// when its claim lapses unless renewed (Config.Shared only).
+	Owner          string    `json:"owner,omitempty"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
 }
 
 // TaskEvent is one line of a task's event log.
