@@ -198,9 +198,6 @@ type Director struct {
 	ended   map[int64]bool     // guarded by mu: waited-on tasks that ended
 	closed  bool               // guarded by mu
 	notes   []string           // guarded by mu: what start-up reconciliation left for later
-	// nextSweep is when this process's workers next look for lapsed task
-	// leases (Config.Shared). Guarded by mu.
-	nextSweep time.Time
 }
 
 // New starts a director: it recovers the store (failing tasks that were in
@@ -243,8 +240,13 @@ func New(cfg Config) (*Director, error) {
 	}
 	start("normal", cfg.NormalWorkers, QueueUrgent, QueueNormal)
 	start("urgent", cfg.UrgentWorkers, QueueUrgent)
+	served := []string{QueueUrgent, QueueNormal}
 	if !cfg.Knobs.ZeroDynamicDiskWorkers {
 		start("dynamic_disks", cfg.DynamicDiskWorkers, QueueDynamicDisks)
+		served = append(served, QueueDynamicDisks)
+	}
+	if d.cfg.Shared && !d.cfg.NoWorkers {
+		d.group.Go("director/lease_sweeper", func() { d.sweepLapsed(served) })
 	}
 	return d, nil
 }

@@ -25,8 +25,8 @@ import (
 //     write of the task checks the lease is still this process's
 //     (ErrLeaseLost otherwise), so a worker that lost its task never
 //     overwrites the worker that took it over.
-//   - Idle workers also look, every TaskLease/2 at most, for processing
-//     tasks whose lease lapsed (their worker died: kill -9, a lost
+//   - A sweeper in every worker process looks, every TaskLease/2, for
+//     processing tasks whose lease lapsed (their worker died: kill -9, a lost
 //     database). The first to renew such a lease owns the task; it takes
 //     the dead task's locks (expired or not), settles what the task left in
 //     flight as restart reconciliation does (its intents, its dynamic disks
@@ -72,10 +72,6 @@ func (d *Director) workShared(queues []string) {
 		if closed {
 			return
 		}
-		if t, ok := d.takeExpired(queues); ok {
-			d.takeOver(t)
-			continue
-		}
 		if t, ok := d.claim(queues); ok {
 			d.runClaimed(&t)
 			continue
@@ -111,20 +107,40 @@ func (d *Director) claim(queues []string) (Task, bool) {
 	return Task{}, false
 }
 
-// takeExpired looks (at most every TaskLease/2 in this process) for a
-// processing task of queues whose lease lapsed, and makes it this
-// process's.
+// sweepLapsed is the process's lease sweeper: every TaskLease/2 it looks
+// for processing tasks of queues whose lease lapsed, takes each over and
+// settles it. It runs beside the workers, so that a takeover never waits
+// for a worker that is itself waiting for the dead task's locks.
+func (d *Director) sweepLapsed(queues []string) {
+	for {
+		next := d.r.Now().Add(d.cfg.TaskLease / 2)
+		d.mu.Lock()
+		for !d.closed {
+			left := next.Sub(d.r.Now())
+			if left <= 0 {
+				break
+			}
+			d.changed.WaitFor(left) // woken early by task ends: wait on
+		}
+		closed := d.closed
+		d.mu.Unlock()
+		if closed {
+			return
+		}
+		for {
+			t, ok := d.takeExpired(queues)
+			if !ok {
+				break
+			}
+			d.takeOver(t)
+		}
+	}
+}
+
+// takeExpired finds a processing task of queues whose lease lapsed and
+// makes it this process's.
 func (d *Director) takeExpired(queues []string) (Task, bool) {
 	now := d.r.Now()
-	d.mu.Lock()
-	due := !now.Before(d.nextSweep)
-	if due {
-		d.nextSweep = now.Add(d.cfg.TaskLease / 2)
-	}
-	d.mu.Unlock()
-	if !due {
-		return Task{}, false
-	}
 	var lapsed []int64
 	err := d.st.View(func(tx store.Tx) error {
 		lapsed = nil

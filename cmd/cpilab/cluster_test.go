@@ -23,7 +23,7 @@ import (
 
 var (
 	cpilabBuildOnce sync.Once
-	cpilabBuilt  string
+	cpilabBuilt     string
 	cpilabBuildErr  error
 )
 
