@@ -17,10 +17,15 @@ const (
 	TaskDone       TaskState = "done"
 	TaskError      TaskState = "error"
 	TaskCancelled  TaskState = "cancelled"
+	// TaskTimeout is the state of a task whose worker died, under
+	// Knobs.NoTaskTakeover (upstream's "timeout").
+	TaskTimeout TaskState = "timeout"
 )
 
 // Final reports whether the state is terminal.
-func (s TaskState) Final() bool { return s == TaskDone || s == TaskError || s == TaskCancelled }
+func (s TaskState) Final() bool {
+	return s == TaskDone || s == TaskError || s == TaskCancelled || s == TaskTimeout
+}
 
 // Queue names, as upstream's Delayed::Job queues.
 const (

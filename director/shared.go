@@ -132,6 +132,10 @@ func (d *Director) sweepLapsed(queues []string) {
 			if !ok {
 				break
 			}
+			if d.cfg.Knobs.NoTaskTakeover {
+				d.timeOut(t)
+				continue
+			}
 			d.takeOver(t)
 		}
 	}
@@ -260,6 +264,16 @@ func (d *Director) takeOver(t Task) {
 		t.Error += "; reconciling it failed: " + err.Error()
 		j.debugf("reconcile after takeover failed: %v", err)
 	}
+	_ = d.saveTask(&t)
+	d.taskEnded(t.ID)
+}
+
+// timeOut ends a task whose worker died as upstream does
+// (Knobs.NoTaskTakeover): state timeout, nothing settled, its locks left to
+// expire.
+func (d *Director) timeOut(t Task) {
+	t.EndedAt = d.r.Now()
+	t.State, t.Error = TaskTimeout, "the worker running this task stopped renewing its lease; nothing it left in flight was settled"
 	_ = d.saveTask(&t)
 	d.taskEnded(t.ID)
 }

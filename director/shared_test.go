@@ -191,3 +191,49 @@ func TestSharedLapsedLeaseIsTakenOver(t *testing.T) {
 		})
 	}
 }
+
+// Under Knobs.NoTaskTakeover (upstream) the lapsed task ends "timeout",
+// nothing it left is settled, and its unexpired locks stay.
+func TestSharedNoTaskTakeoverTimesOut(t *testing.T) {
+	st := store.NewMemory()
+	log := &lockLog{}
+	w := newWorld(t, worldOpts{store: st, knobs: director.Knobs{NoTaskTakeover: true}, configure: sharedConfig("proc-a", log)})
+	w.done(w.provide("x", 0))
+	dd, _ := w.disk("x")
+	now := time.Now()
+	var taskID int64
+	err := st.Update(func(tx store.Tx) error {
+		var err error
+		if taskID, err = tx.NextID("tasks"); err != nil {
+			return err
+		}
+		task := director.Task{ID: taskID, Type: "detach_dynamic_disk", Queue: director.QueueDynamicDisks,
+			State: director.TaskProcessing, CreatedAt: now, StartedAt: now, Owner: "dead-worker", LeaseExpiresAt: now.Add(-time.Second)}
+		if err := tx.Put(store.Tasks, store.IDKey(taskID), task); err != nil {
+			return err
+		}
+		dd.State, dd.TaskID = director.DiskDetaching, taskID
+		if err := tx.Put(store.DynamicDisks, "x", dd); err != nil {
+			return err
+		}
+		return tx.Put(store.Locks, "lock:disk:x", director.LockRecord{Name: "lock:disk:x", Owner: "dead-worker/task/1",
+			TaskID: taskID, ExpiresAt: now.Add(time.Hour)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := w.d.WaitTask(taskID, 30*time.Second)
+	if err != nil || task.State != director.TaskTimeout {
+		t.Fatalf("task %d: %s (%v); want timeout", taskID, task.State, err)
+	}
+	if got, _ := w.disk("x"); got.State != director.DiskDetaching {
+		t.Fatalf("disk x: %s; want it left detaching, as upstream leaves it", got.State)
+	}
+	locks, err := w.d.Locks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(locks) != 1 || locks[0].TaskID != taskID {
+		t.Fatalf("locks %+v; want the dead task's disk lock left to expire", locks)
+	}
+}
