@@ -19,10 +19,10 @@ import (
 // sharedStores opens, per implementation, one store for two directors:
 // memory and SQLite are shared in process; on PostgreSQL each director gets
 // its own connection pool on one database, as separate processes do.
-func sharedStores(t *testing.T) map[string]func() (store.Store, store.Store) {
-	return map[string]func() (store.Store, store.Store){
-		"memory": func() (store.Store, store.Store) { m := store.NewMemory(); return m, m },
-		"sqlite": func() (store.Store, store.Store) {
+func sharedStores() map[string]func(t *testing.T) (store.Store, store.Store) {
+	return map[string]func(t *testing.T) (store.Store, store.Store){
+		"memory": func(*testing.T) (store.Store, store.Store) { m := store.NewMemory(); return m, m },
+		"sqlite": func(t *testing.T) (store.Store, store.Store) {
 			s, err := store.OpenSQLite(filepath.Join(t.TempDir(), "d.db"))
 			if err != nil {
 				t.Fatal(err)
@@ -30,7 +30,7 @@ func sharedStores(t *testing.T) map[string]func() (store.Store, store.Store) {
 			t.Cleanup(func() { _ = s.Close() })
 			return s, s
 		},
-		"postgres": func() (store.Store, store.Store) {
+		"postgres": func(t *testing.T) (store.Store, store.Store) {
 			url := pgtest.URL(t)
 			open := func() store.Store {
 				s, err := store.OpenPostgres(context.Background(), store.PostgresConfig{URL: url})
@@ -68,9 +68,9 @@ func sharedConfig(owner string, log *lockLog) func(*director.Config) {
 // task's locks are taken by one process only, and each disk is created
 // once.
 func TestSharedDirectorsNeverRunOneTaskTwice(t *testing.T) {
-	for name, open := range sharedStores(t) {
+	for name, open := range sharedStores() {
 		t.Run(name, func(t *testing.T) {
-			sa, sb := open()
+			sa, sb := open(t)
 			log := &lockLog{}
 			w := newWorld(t, worldOpts{store: sa, instances: 3, configure: sharedConfig("proc-a", log)})
 			b, err := director.New(director.Config{Runtime: rt.Real(2), Store: sb, CPI: w.lab.CPI, Agents: w.lab.Agents,
@@ -130,9 +130,9 @@ func TestSharedDirectorsNeverRunOneTaskTwice(t *testing.T) {
 // detach is finished as restart reconciliation would, the dead task's locks
 // are taken and released, and the task fails saying why.
 func TestSharedLapsedLeaseIsTakenOver(t *testing.T) {
-	for name, open := range sharedStores(t) {
+	for name, open := range sharedStores() {
 		t.Run(name, func(t *testing.T) {
-			st, _ := open()
+			st, _ := open(t)
 			log := &lockLog{}
 			w := newWorld(t, worldOpts{store: st, configure: sharedConfig("proc-a", log)})
 			w.done(w.provide("x", 0))

@@ -27,16 +27,16 @@ type job struct {
 // openers returns one store per process for each implementation; memory and
 // SQLite hand out the same store (one process), PostgreSQL a new pool on
 // one database each time (several processes).
-func openers(t *testing.T) map[string]func() store.Store {
-	return map[string]func() store.Store{
-		"memory": func() func() store.Store {
+func openers() map[string]func(t *testing.T) store.Store {
+	return map[string]func(t *testing.T) store.Store{
+		"memory": func() func(*testing.T) store.Store {
 			m := store.NewMemory()
-			return func() store.Store { return m }
+			return func(*testing.T) store.Store { return m }
 		}(),
-		"sqlite": func() func() store.Store {
+		"sqlite": func() func(*testing.T) store.Store {
 			var once sync.Once
 			var s *store.SQLite
-			return func() store.Store {
+			return func(t *testing.T) store.Store {
 				once.Do(func() {
 					var err error
 					if s, err = store.OpenSQLite(filepath.Join(t.TempDir(), "d.db")); err != nil {
@@ -47,9 +47,9 @@ func openers(t *testing.T) map[string]func() store.Store {
 				return s
 			}
 		}(),
-		"postgres": func() func() store.Store {
+		"postgres": func() func(*testing.T) store.Store {
 			var url string
-			return func() store.Store {
+			return func(t *testing.T) store.Store {
 				if url == "" {
 					url = pgtest.URL(t)
 				}
@@ -67,9 +67,9 @@ func openers(t *testing.T) map[string]func() store.Store {
 // ClaimFirst hands out the oldest matching record, skips what does not
 // match, and reports false when nothing is left.
 func TestClaimFirstOrderAndMatch(t *testing.T) {
-	for name, open := range openers(t) {
+	for name, open := range openers() {
 		t.Run(name, func(t *testing.T) {
-			s := open()
+			s := open(t)
 			err := s.Update(func(tx store.Tx) error {
 				for i, j := range []job{{"queued", "normal", ""}, {"done", "disks", ""}, {"queued", "disks", ""}, {"queued", "disks", ""}} {
 					if err := tx.Insert(store.Tasks, store.IDKey(int64(i+1)), j); err != nil {
@@ -121,9 +121,9 @@ func TestClaimFirstOrderAndMatch(t *testing.T) {
 // record is claimed.
 func TestClaimFirstNeverTwice(t *testing.T) {
 	const n, workers = 60, 4
-	for name, open := range openers(t) {
+	for name, open := range openers() {
 		t.Run(name, func(t *testing.T) {
-			first := open()
+			first := open(t)
 			err := first.Update(func(tx store.Tx) error {
 				for i := 1; i <= n; i++ {
 					if err := tx.Insert(store.Tasks, store.IDKey(int64(i)), job{State: "queued", Queue: "q"}); err != nil {
@@ -140,7 +140,7 @@ func TestClaimFirstNeverTwice(t *testing.T) {
 			var wg sync.WaitGroup
 			errs := make(chan error, workers)
 			for w := range workers {
-				s := open()
+				s := open(t)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
