@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	commands["director"] = command{summary: "run the reference Director (dynamic disks) with embedded NATS, SQLite and fakeiaas", run: runDirector}
+	commands["director"] = command{summary: "run the reference Director (dynamic disks) with embedded NATS, SQLite and fakeiaas, or as an api or worker process on PostgreSQL", run: runDirector}
 }
 
 func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -6,6 +6,11 @@
 //
 //	err := launch.Run(ctx, launch.Config{DataDir: dir, Out: os.Stdout})
 //
+// With Config.Database (PostgreSQL) and Config.Role, Run is one of several
+// processes sharing one director: an api process or a worker process,
+// driving one fake cloud served by `cpilab fakeiaas` (Config.CPIConfig);
+// docs/director.md describes the roles.
+//
 // Run prints the URL, the CA certificate path, the admin credentials and the
 // next steps (upload a cloud config and a stemcell, deploy, provide a disk:
 // shell commands over example files it writes to DataDir/examples) to Out,
