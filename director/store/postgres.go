@@ -16,7 +16,7 @@ import (
 
 // Postgres is the Store for several director processes sharing one
 // database: the same tables and migrations as SQLite, each Update a
-// SERIALIZABLE transaction. Where two processes' transactions conflict,
+// SERIALIZABLE transaction, each View a REPEATABLE READ snapshot. Where two processes' transactions conflict,
 // PostgreSQL aborts one with a serialization failure and Postgres runs that
 // Update's fn again from the start, so fn must be safe to call more than
 // once (it may set variables it returns; it must not have effects outside
@@ -162,10 +162,17 @@ func (s *Postgres) run(fn func(Tx) error, write bool) error {
 	}
 	opts := pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadWrite}
 	if !write {
-		opts.AccessMode = pgx.ReadOnly
+		// A View reads one snapshot: REPEATABLE READ gives it that and
+		// never fails with a serialization error, nor makes a concurrent
+		// Update fail with one (only SERIALIZABLE transactions take part in
+		// the conflict tracking).
+		opts = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	}
 	var last error
 	for attempt := 0; attempt < 20; attempt++ {
+		if attempt > 0 {
+			retryPause(attempt)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
 		var fnErr error
 		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
@@ -185,6 +192,14 @@ func (s *Postgres) run(fn func(Tx) error, write bool) error {
 		last = err
 	}
 	return fmt.Errorf("%w: %v", ErrConflict, last)
+}
+
+// retryPause waits before running a conflicting transaction again: 2 ms
+// more for each attempt (at most 40 ms), so that the processes it
+// conflicted with can finish. (An I/O adapter's wait on the wall clock: the
+// simulator never runs on PostgreSQL.)
+func retryPause(attempt int) {
+	time.Sleep(time.Duration(min(attempt, 20)) * 2 * time.Millisecond)
 }
 
 // retryable reports a serialization failure or a deadlock.
@@ -349,6 +364,9 @@ func (s *Postgres) ClaimFirst(kind Kind, m Match, fn func(tx Tx, key string, raw
 	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite}
 	var last error
 	for attempt := 0; attempt < 20; attempt++ {
+		if attempt > 0 {
+			retryPause(attempt)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
 		var fnErr error
 		found := false
