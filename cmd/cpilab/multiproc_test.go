@@ -172,12 +172,14 @@ func TestKillNineOfAWorkerLosesNoTask(t *testing.T) {
 
 	// Every task ended; failures say why.
 	victimTask := false
+	ended := map[director.TaskState]int{}
 	for _, id := range started {
 		tv, err := c.admin.WaitTask(ctx, id)
 		var tf *director.TaskFailedError
 		if err != nil && !errors.As(err, &tf) {
 			t.Fatalf("task %d: %v", id, err)
 		}
+		ended[tv.State]++
 		switch tv.State {
 		case director.TaskDone:
 		case director.TaskError:
@@ -197,6 +199,7 @@ func TestKillNineOfAWorkerLosesNoTask(t *testing.T) {
 	if !victimTask {
 		t.Errorf("the killed worker's task %d is not one the workload started", k.taskID)
 	}
+	t.Logf("tasks ended: %v", ended)
 
 	// No lock held by two owners at once.
 	checkLockIntervals(t, c.lockEvents(t), victimOwner, k.at)
@@ -238,10 +241,22 @@ func heldBy(evs []director.LockEvent, owner string) (int64, bool) {
 }
 
 // checkLockIntervals checks that for every lock name, the intervals during
-// which owners held it never overlap. A hold by the killed process that was
-// never released ends at the kill.
+// which owners held it never overlap.
 func checkLockIntervals(t *testing.T, evs []director.LockEvent, killedOwner string, killedAt time.Time) {
 	t.Helper()
+	problems, holds := lockOverlaps(evs, killedOwner, killedAt)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if holds == 0 {
+		t.Error("no lock acquisitions were recorded")
+	}
+}
+
+// lockOverlaps lists every two holds of one lock by different owners that
+// overlap, and counts the holds. A hold by the killed process that was
+// never released ends at the kill; any other hold never released lasts.
+func lockOverlaps(evs []director.LockEvent, killedOwner string, killedAt time.Time) (problems []string, holds int) {
 	type span struct {
 		owner    string
 		from, to time.Time
@@ -269,21 +284,41 @@ func checkLockIntervals(t *testing.T, evs []director.LockEvent, killedOwner stri
 		}
 		byName[name] = append(byName[name], span{owner, from, to})
 	}
-	holds := 0
 	for name, spans := range byName {
 		holds += len(spans)
 		for i, a := range spans {
 			for _, b := range spans[i+1:] {
 				if a.owner != b.owner && a.from.Before(b.to) && b.from.Before(a.to) {
-					t.Errorf("lock %s held by %s (%s–%s) and by %s (%s–%s) at once", name,
+					problems = append(problems, fmt.Sprintf("lock %s held by %s (%s–%s) and by %s (%s–%s) at once", name,
 						a.owner, a.from.Format("15:04:05.000000"), a.to.Format("15:04:05.000000"),
-						b.owner, b.from.Format("15:04:05.000000"), b.to.Format("15:04:05.000000"))
+						b.owner, b.from.Format("15:04:05.000000"), b.to.Format("15:04:05.000000")))
 				}
 			}
 		}
 	}
-	if holds == 0 {
-		t.Error("no lock acquisitions were recorded")
+	return problems, holds
+}
+
+// The lock checker finds two owners holding one lock at once, and a killed
+// owner's unreleased hold ending at the kill.
+func TestLockOverlapsFindsDoubleHolds(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ev := func(owner string, acquired bool, ms int) director.LockEvent {
+		return director.LockEvent{Name: "lock:disk:a", Owner: owner, Acquired: acquired, At: at(ms)}
+	}
+	clean := []director.LockEvent{ev("w1/task-1/1", true, 0), ev("w1/task-1/1", false, 10),
+		ev("w2/task-2/1", true, 20), ev("w2/task-2/1", false, 30),
+		ev("dead/task-3/1", true, 40), ev("w1/task-4/2", true, 60), ev("w1/task-4/2", false, 70)}
+	if p, n := lockOverlaps(clean, "dead", at(50)); len(p) != 0 || n != 4 {
+		t.Fatalf("disjoint holds: %v, %d holds; want none and 4", p, n)
+	}
+	if p, _ := lockOverlaps(clean, "dead", at(65)); len(p) != 1 {
+		t.Fatalf("a takeover before the kill: %v; want one overlap", p)
+	}
+	double := append(clean[:2:2], ev("w2/task-2/1", true, 5), ev("w2/task-2/1", false, 30))
+	if p, _ := lockOverlaps(double, "dead", at(50)); len(p) != 1 {
+		t.Fatalf("two owners at once: %v; want one overlap", p)
 	}
 }
 
