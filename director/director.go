@@ -78,8 +78,9 @@ type Config struct {
 	// Shared says that other director processes use Store too (PostgreSQL,
 	// docs/director.md): workers claim queued tasks from the store under a
 	// lease (TaskLease) instead of from in-memory queues, locks are records
-	// in the store that every process honours, start-up fails and
-	// reconciles nothing (other processes may be running jobs), and a task
+	// in the store that every process honours, start-up neither fails the
+	// tasks in flight nor reconciles the cloud (other processes may be
+	// running them), and a task
 	// whose worker stopped renewing its lease is taken over by another
 	// worker, which settles what the task left in flight and fails it.
 	// Store must implement store.Claimer (every cpilab store does). Default
