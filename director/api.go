@@ -387,7 +387,7 @@ type TaskView struct {
 func taskView(t Task) TaskView {
 	v := TaskView{ID: t.ID, State: t.State, Description: t.Description, Timestamp: t.CreatedAt.Unix(),
 		Result: t.Message, User: t.User, Deployment: t.Deployment, Type: t.Type, Queue: t.Queue, Output: t.Result}
-	if t.State == TaskError || t.State == TaskCancelled {
+	if t.State == TaskError || t.State == TaskCancelled || t.State == TaskTimeout {
 		v.Result = t.Error
 	}
 	if !t.StartedAt.IsZero() {

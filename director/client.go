@@ -224,7 +224,7 @@ func (c *Client) WaitTask(ctx context.Context, id int64) (TaskView, error) {
 		switch tv.State {
 		case TaskDone:
 			return tv, nil
-		case TaskError, TaskCancelled:
+		case TaskError, TaskCancelled, TaskTimeout:
 			return tv, &TaskFailedError{Task: tv}
 		}
 		if err := ctx.Err(); err != nil {

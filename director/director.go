@@ -74,6 +74,47 @@ type Config struct {
 	// ReconcileBackoff is the pause before reconciliation calls again; it
 	// doubles each time. Default 1 s (5 tries wait 15 s in all).
 	ReconcileBackoff time.Duration
+
+	// Shared says that other director processes use Store too (PostgreSQL,
+	// docs/director.md): workers claim queued tasks from the store under a
+	// lease (TaskLease) instead of from in-memory queues, locks are records
+	// in the store that every process honours, start-up neither fails the
+	// tasks in flight nor reconciles the cloud (other processes may be
+	// running them), and a task
+	// whose worker stopped renewing its lease is taken over by another
+	// worker, which settles what the task left in flight and fails it.
+	// Store must implement store.Claimer (every cpilab store does). Default
+	// false: one process owns the store.
+	Shared bool
+	// NoWorkers starts no workers: the director records tasks and answers
+	// for them, and worker processes sharing the store run them (the api
+	// role). Default false.
+	NoWorkers bool
+	// Owner names this process in task leases and lock records (Shared).
+	// Default: "director-" and an ID drawn from the runtime's
+	// "director/ids" stream.
+	Owner string
+	// TaskLease is how long a claimed task stays this process's without a
+	// renewal (Shared); a running task renews it every TaskLease/3.
+	// Default 30 s.
+	TaskLease time.Duration
+	// PollInterval is how often idle workers look in the store for queued
+	// tasks and expired leases, and how often waiters for a lock or a task
+	// held by another process look again (Shared). Default 100 ms.
+	PollInterval time.Duration
+	// LockObserver, when set, is called after each lock acquisition and
+	// before each release, with this process's owner name: tests record
+	// these to check that no lock is ever held twice. Default none.
+	LockObserver func(LockEvent)
+}
+
+// LockEvent is one acquisition or release of a lock (Config.LockObserver).
+type LockEvent struct {
+	Name     string    `json:"name"`
+	Owner    string    `json:"owner"` // the process owner and the task: "<owner>/task-<id>/<n>"
+	TaskID   int64     `json:"task_id"`
+	Acquired bool      `json:"acquired"` // false: released
+	At       time.Time `json:"at"`
 }
 
 func (c *Config) setDefaults() error {
@@ -132,6 +173,13 @@ func (c *Config) setDefaults() error {
 	defd(&c.AgentPingTimeout, 5*time.Second)
 	defd(&c.InDoubtBackoff, time.Second)
 	defd(&c.ReconcileBackoff, time.Second)
+	defd(&c.TaskLease, 30*time.Second)
+	defd(&c.PollInterval, 100*time.Millisecond)
+	if c.Shared {
+		if _, ok := c.Store.(store.Claimer); !ok {
+			return fmt.Errorf("director: Config.Shared needs a store that implements store.Claimer; %T does not", c.Store)
+		}
+	}
 	return nil
 }
 
@@ -163,23 +211,43 @@ func New(cfg Config) (*Director, error) {
 		waiters: map[int64]int{}, ended: map[int64]bool{}}
 	d.mu = d.r.NewMutex()
 	d.changed = d.r.NewCond(d.mu)
-	d.locks = newLockTable(d.r, d.st, cfg.LockLease)
 	d.group = rt.NewGroup(d.r)
 	if d.cfg.UUID == "" {
 		d.cfg.UUID = newUUID(d.r)
 	}
-	if err := d.recover(); err != nil {
+	if d.cfg.Shared && d.cfg.Owner == "" {
+		d.cfg.Owner = "director-" + newUUID(d.r)
+	}
+	d.locks = newLockTable(d.r, d.st, cfg.LockLease)
+	d.locks.observe = cfg.LockObserver
+	if d.cfg.Shared {
+		d.locks.shared, d.locks.owner, d.locks.poll = true, d.cfg.Owner, d.cfg.PollInterval
+	} else if err := d.recover(); err != nil {
 		return nil, err
 	}
 	start := func(prefix string, n int, queues ...string) {
+		if d.cfg.NoWorkers {
+			return
+		}
 		for i := 1; i <= n; i++ {
-			d.group.Go(fmt.Sprintf("director/%s_worker_%d", prefix, i), func() { d.work(queues) })
+			d.group.Go(fmt.Sprintf("director/%s_worker_%d", prefix, i), func() {
+				if d.cfg.Shared {
+					d.workShared(queues)
+				} else {
+					d.work(queues)
+				}
+			})
 		}
 	}
 	start("normal", cfg.NormalWorkers, QueueUrgent, QueueNormal)
 	start("urgent", cfg.UrgentWorkers, QueueUrgent)
+	served := []string{QueueUrgent, QueueNormal}
 	if !cfg.Knobs.ZeroDynamicDiskWorkers {
 		start("dynamic_disks", cfg.DynamicDiskWorkers, QueueDynamicDisks)
+		served = append(served, QueueDynamicDisks)
+	}
+	if d.cfg.Shared && !d.cfg.NoWorkers {
+		d.group.Go("director/lease_sweeper", func() { d.sweepLapsed(served) })
 	}
 	return d, nil
 }
@@ -251,7 +319,11 @@ func (d *Director) enqueue(user, typ, deployment, description string, args any) 
 	if err != nil {
 		return 0, fmt.Errorf("director: record task: %w", err)
 	}
-	d.push(spec.queue, id)
+	if d.cfg.Shared {
+		d.wake() // workers of this process look now; others poll
+	} else {
+		d.push(spec.queue, id)
+	}
 	return id, nil
 }
 
@@ -264,6 +336,9 @@ func (d *Director) push(queue string, id int64) {
 
 // QueueLen is the number of tasks waiting on a queue.
 func (d *Director) QueueLen(queue string) int {
+	if d.cfg.Shared {
+		return d.queuedInStore(queue)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.queues[queue])
@@ -326,7 +401,7 @@ func (d *Director) WaitTask(id int64, timeout time.Duration) (Task, error) {
 			delete(d.ended, id)
 		}
 	}()
-	for load := true; ; load = d.ended[id] {
+	for load := true; ; load = d.ended[id] || d.cfg.Shared {
 		if !load && !d.closed {
 			// Woken by another task's end or a queue push: nothing to reread.
 			if !d.waitChangeLocked(timeout, deadline) {
@@ -354,12 +429,20 @@ func (d *Director) WaitTask(id int64, timeout time.Duration) (Task, error) {
 // waitChangeLocked waits for a broadcast; false when the deadline passed.
 func (d *Director) waitChangeLocked(timeout time.Duration, deadline time.Time) bool {
 	if timeout <= 0 {
+		if d.cfg.Shared {
+			// Another process may end the task: look again after a while.
+			d.changed.WaitFor(d.cfg.PollInterval)
+			return true
+		}
 		d.changed.Wait()
 		return true
 	}
 	left := deadline.Sub(d.r.Now())
 	if left <= 0 {
 		return false
+	}
+	if d.cfg.Shared {
+		left = min(left, d.cfg.PollInterval)
 	}
 	d.changed.WaitFor(left)
 	return true
@@ -375,8 +458,13 @@ func (d *Director) taskEnded(id int64) {
 	d.mu.Unlock()
 }
 
-// saveTask writes t.
+// saveTask writes t. Under Config.Shared it writes only while this process
+// still holds the task's lease (ErrLeaseLost otherwise), keeping the lease
+// expiry the renewals wrote.
 func (d *Director) saveTask(t *Task) error {
+	if d.cfg.Shared {
+		return d.saveOwnedTask(t)
+	}
 	return d.st.Update(func(tx store.Tx) error { return tx.Put(store.Tasks, store.IDKey(t.ID), t) })
 }
 
@@ -390,6 +478,17 @@ func (d *Director) runTask(id int64) {
 	t.StartedAt = d.r.Now()
 	if err := d.saveTask(&t); err != nil {
 		return
+	}
+	d.runClaimed(&t)
+}
+
+// runClaimed runs a task this worker has marked processing to a final
+// state.
+func (d *Director) runClaimed(tp *Task) {
+	t := *tp
+	if d.cfg.Shared {
+		stop := d.holdLease(t.ID)
+		defer stop()
 	}
 	j := &job{d: d, task: &t}
 	result, err := d.runJob(j)

@@ -113,6 +113,16 @@ type Knobs struct {
 	// are settled at start and recorded VMs the cloud lacks are forgotten
 	// (Director.Reconcile).
 	NoVMReconcile bool
+	// NoTaskTakeover: with several processes on one store (Config.Shared),
+	// a task whose worker died is never taken over, as upstream (a
+	// Delayed::Job worker's task keeps its state; GET /tasks shows it
+	// "timeout" once its checkpoint is 6 × 30 s old, tasks_controller.rb):
+	// the task ends "timeout" once its lease lapsed, nothing it left in
+	// flight is settled, and its locks stay until their own lease
+	// (LockLease, upstream's 240 s) expires. Reference: a worker takes the
+	// task over, settles its intents and disks under its locks, and fails
+	// it with ReasonLeaseLapsed.
+	NoTaskTakeover bool
 }
 
 // CPIProfile returns the caller profile the director speaks CPI with under
@@ -156,6 +166,7 @@ func Profile(name string) (Knobs, error) {
 			V2InfoErrorMeansV1:              true,
 			LenientCPIWire:                  true,
 			NoVMReconcile:                   true,
+			NoTaskTakeover:                  true,
 		}, nil
 	}
 	return Knobs{}, fmt.Errorf("director: unknown profile %q (want %q or %q)", name, ProfileReference, ProfileUpstream)

@@ -28,12 +28,23 @@ var ErrLockLost = errors.New("lock lost")
 // deadlock on order. Held locks are mirrored to the store for inspection;
 // on restart the table starts empty (in-flight tasks are failed).
 //
+// Shared (Config.Shared), the store's lock records are the locks: an
+// acquisition is one store transaction that finds every name free (absent
+// or expired) and writes them all, so processes sharing the store exclude
+// each other; waiters look again every poll (sooner when a lock of this
+// process is released).
+//
 // Lock order: lockTable.mu is a leaf lock; no other lock is taken under it
 // except the store's.
 type lockTable struct {
 	r     rt.Runtime
 	st    store.Store
 	lease time.Duration
+
+	shared  bool            // locks live in the store (Config.Shared)
+	owner   string          // this process, in shared lock owners
+	poll    time.Duration   // shared waiters look again this often
+	observe func(LockEvent) // Config.LockObserver; nil: none
 
 	mu   rt.Mutex
 	c    rt.Cond
@@ -65,6 +76,9 @@ func (t *lockTable) acquire(names []string, taskID int64, timeout time.Duration)
 	names = slices.Clone(names)
 	slices.Sort(names)
 	names = slices.Compact(names)
+	if t.shared {
+		return t.acquireShared(names, taskID, timeout, 0)
+	}
 	t.mu.Lock()
 	t.seq++
 	owner := fmt.Sprintf("task-%d/%d", taskID, t.seq)
@@ -88,6 +102,7 @@ func (t *lockTable) acquire(names []string, taskID int64, timeout time.Duration)
 			}
 			t.mu.Unlock()
 			t.mirror(names, owner, taskID, exp)
+			t.notify(names, owner, taskID, true)
 			return &heldLocks{t: t, names: names, owner: owner}, nil
 		}
 		if !now.Before(deadline) {
@@ -116,6 +131,9 @@ func (h *heldLocks) renew() error {
 		return nil
 	}
 	t := h.t
+	if t.shared {
+		return h.renewShared()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	exp := t.r.Now().Add(t.lease)
@@ -135,6 +153,11 @@ func (h *heldLocks) release() {
 		return
 	}
 	t := h.t
+	if t.shared {
+		h.releaseShared()
+		return
+	}
+	t.notify(h.names, h.owner, 0, false)
 	t.mu.Lock()
 	var freed []string
 	for _, n := range h.names {
@@ -172,6 +195,9 @@ func (t *lockTable) mirror(names []string, owner string, taskID int64, exp time.
 
 // holder returns the task holding name, if it is held.
 func (t *lockTable) holder(name string) (int64, bool) {
+	if t.shared {
+		return t.holderShared(name)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.held[name]

@@ -17,10 +17,15 @@ const (
 	TaskDone       TaskState = "done"
 	TaskError      TaskState = "error"
 	TaskCancelled  TaskState = "cancelled"
+	// TaskTimeout is the state of a task whose worker died, under
+	// Knobs.NoTaskTakeover (upstream's "timeout").
+	TaskTimeout TaskState = "timeout"
 )
 
 // Final reports whether the state is terminal.
-func (s TaskState) Final() bool { return s == TaskDone || s == TaskError || s == TaskCancelled }
+func (s TaskState) Final() bool {
+	return s == TaskDone || s == TaskError || s == TaskCancelled || s == TaskTimeout
+}
 
 // Queue names, as upstream's Delayed::Job queues.
 const (
@@ -51,6 +56,10 @@ type Task struct {
 	EndedAt   time.Time   `json:"ended_at,omitzero"`
 	Events    []TaskEvent `json:"events,omitempty"`
 	Debug     []string    `json:"debug,omitempty"`
+	// Owner is the director process running the task and LeaseExpiresAt
+	// when its claim lapses unless renewed (Config.Shared only).
+	Owner          string    `json:"owner,omitempty"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
 }
 
 // TaskEvent is one line of a task's event log.

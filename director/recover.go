@@ -119,59 +119,16 @@ func (d *Director) Reconcile() error {
 	put := func(dd DynamicDisk) error {
 		return d.st.Update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, dd) })
 	}
-	del := func(name string) error {
-		return d.st.Update(func(tx store.Tx) error { return tx.Delete(store.DynamicDisks, name) })
+	lookup := func(cid string) (VM, bool) {
+		v, ok := vmByCID[cid]
+		return v, ok
 	}
 	detach := func(vmCID, diskCID string) error {
-		v := vmByCID[vmCID]
-		// Best effort: the agent may hold a link to the disk. An agent that
-		// does not answer keeps it; detach_disk needs no agent.
-		if v.AgentID != "" && d.cfg.Agents.WaitUntilReady(v.AgentID, d.cfg.AgentPingTimeout) == nil {
-			_, _ = d.cfg.Agents.Run(v.AgentID, agentRemoveDynamicDisk, diskCID)
-		}
-		err := d.reconcileCall(func() error {
-			return d.cfg.CPI.DetachDisk(cpiCtxFor(ctx, v.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](vmCID),
-				cpiv2.MustCID[cpiv2.DiskKind](diskCID))
-		})
-		if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) || errors.Is(err, cpiv2.ErrDiskNotFound) {
-			return nil
-		}
-		return err
+		v, _ := lookup(vmCID)
+		return d.reconcileDetach(ctx, v, vmCID, diskCID)
 	}
 	for _, dd := range disks {
-		switch dd.State {
-		case DiskCreating:
-			if err := del(dd.Name); err != nil {
-				return err
-			}
-			continue
-		case DiskAttaching, DiskDetaching:
-			if err := detach(dd.VMCID, dd.CID); err != nil {
-				return fmt.Errorf("finish detach of %s from %s: %w", dd.CID, dd.VMCID, err)
-			}
-			dd.VMCID, dd.InstanceID, dd.Hint = "", "", nil
-		case DiskDeleting:
-			if dd.VMCID != "" {
-				if err := detach(dd.VMCID, dd.CID); err != nil {
-					return fmt.Errorf("detach %s from %s before delete: %w", dd.CID, dd.VMCID, err)
-				}
-			}
-			err := d.reconcileCall(func() error { return d.cfg.CPI.DeleteDisk(ctx, cpiv2.MustCID[cpiv2.DiskKind](dd.CID)) })
-			if err != nil && !errors.Is(err, cpiv2.ErrDiskNotFound) {
-				return fmt.Errorf("finish delete of %s: %w", dd.CID, err)
-			}
-			if err := del(dd.Name); err != nil {
-				return err
-			}
-			continue
-		}
-		if dd.VMCID != "" {
-			if _, ok := vmByCID[dd.VMCID]; !ok {
-				dd.VMCID, dd.InstanceID, dd.Hint = "", "", nil
-			}
-		}
-		dd.State, dd.TaskID = DiskReady, 0
-		if err := put(dd); err != nil {
+		if err := d.settleDisk(ctx, dd, lookup); err != nil {
 			return err
 		}
 	}
@@ -264,6 +221,70 @@ func (d *Director) Reconcile() error {
 		}
 	}
 	return nil
+}
+
+// reconcileDetach detaches a disk for reconciliation: the agent (if it
+// answers) unlinks it first, then detach_disk; a disk or VM already gone or
+// a disk not attached counts as done. v is the VM's record (zero: unknown).
+func (d *Director) reconcileDetach(ctx context.Context, v VM, vmCID, diskCID string) error {
+	// Best effort: the agent may hold a link to the disk. An agent that
+	// does not answer keeps it; detach_disk needs no agent.
+	if v.AgentID != "" && d.cfg.Agents.WaitUntilReady(v.AgentID, d.cfg.AgentPingTimeout) == nil {
+		_, _ = d.cfg.Agents.Run(v.AgentID, agentRemoveDynamicDisk, diskCID)
+	}
+	err := d.reconcileCall(func() error {
+		return d.cfg.CPI.DetachDisk(cpiCtxFor(ctx, v.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](vmCID),
+			cpiv2.MustCID[cpiv2.DiskKind](diskCID))
+	})
+	if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) || errors.Is(err, cpiv2.ErrDiskNotFound) {
+		return nil
+	}
+	return err
+}
+
+// settleDisk brings one dynamic disk record out of the transient state a
+// stopped task left it in: a create in flight loses its record, an attach
+// or detach in flight ends detached, a delete in flight is finished. A
+// settled record naming a VM that vm does not know loses its attachment.
+// The record is written back ready (or removed).
+func (d *Director) settleDisk(ctx context.Context, dd DynamicDisk, vm func(cid string) (VM, bool)) error {
+	put := func(dd DynamicDisk) error {
+		return d.st.Update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, dd) })
+	}
+	del := func(name string) error {
+		return d.st.Update(func(tx store.Tx) error { return tx.Delete(store.DynamicDisks, name) })
+	}
+	detach := func(vmCID, diskCID string) error {
+		v, _ := vm(vmCID)
+		return d.reconcileDetach(ctx, v, vmCID, diskCID)
+	}
+	switch dd.State {
+	case DiskCreating:
+		return del(dd.Name)
+	case DiskAttaching, DiskDetaching:
+		if err := detach(dd.VMCID, dd.CID); err != nil {
+			return fmt.Errorf("finish detach of %s from %s: %w", dd.CID, dd.VMCID, err)
+		}
+		dd.VMCID, dd.InstanceID, dd.Hint = "", "", nil
+	case DiskDeleting:
+		if dd.VMCID != "" {
+			if err := detach(dd.VMCID, dd.CID); err != nil {
+				return fmt.Errorf("detach %s from %s before delete: %w", dd.CID, dd.VMCID, err)
+			}
+		}
+		err := d.reconcileCall(func() error { return d.cfg.CPI.DeleteDisk(ctx, cpiv2.MustCID[cpiv2.DiskKind](dd.CID)) })
+		if err != nil && !errors.Is(err, cpiv2.ErrDiskNotFound) {
+			return fmt.Errorf("finish delete of %s: %w", dd.CID, err)
+		}
+		return del(dd.Name)
+	}
+	if dd.VMCID != "" {
+		if _, ok := vm(dd.VMCID); !ok {
+			dd.VMCID, dd.InstanceID, dd.Hint = "", "", nil
+		}
+	}
+	dd.State, dd.TaskID = DiskReady, 0
+	return put(dd)
 }
 
 func cpiCtxFor(ctx context.Context, stemcellAPI int) context.Context {

@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
 )
 
 func init() {
-	commands["director"] = command{summary: "run the reference Director (dynamic disks) with embedded NATS, SQLite and fakeiaas", run: runDirector}
+	commands["director"] = command{summary: "run the reference Director (dynamic disks) with embedded NATS, SQLite and fakeiaas, or as an api or worker process on PostgreSQL", run: runDirector}
 }
 
 func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -26,6 +31,13 @@ func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cpiCommand, "cpi", "", "run this CPI executable (e.g. bin/fakeiaas-cpi) instead of the in-process reference CPI")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "external NATS server for the mbus (default: an embedded one on loopback)")
 	fs.IntVar(&cfg.DynamicDiskWorkers, "dynamic-disk-workers", 2, "workers dedicated to the dynamic_disks queue")
+	fs.StringVar(&cfg.Database, "database", "", "PostgreSQL URL (postgres://user@host:port/db) shared by several director processes (default: SQLite in the data dir)")
+	fs.StringVar(&cfg.Role, "role", "all", "all (API and workers), api (API only: records tasks) or worker (workers only); api and worker need --database and --cpi-config")
+	fs.StringVar(&cfg.CPIConfig, "cpi-config", "", "cpi.json of a fake cloud served by `cpilab fakeiaas`, shared by every director process (default: a fake cloud of this process's own)")
+	fs.DurationVar(&cfg.TaskLease, "task-lease", 30*time.Second, "with --database: how long a task whose worker stops renewing stays its own before another worker takes it over")
+	fs.StringVar(&cfg.LockLog, "lock-log", "", "append one JSON line per lock acquisition and release to this file")
+	var usersFile string
+	fs.StringVar(&usersFile, "users", "", `JSON file of local users: [{"name": …, "password": …, "scopes": […]}] (default: "admin" with a random password, printed)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,5 +51,36 @@ func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if cpiCommand != "" {
 		cfg.CPICommand = []string{cpiCommand}
 	}
+	if usersFile != "" {
+		users, err := loadUsers(usersFile)
+		if err != nil {
+			return err
+		}
+		cfg.Users = users
+	}
 	return launch.Run(ctx, cfg)
+}
+
+// loadUsers reads --users: a JSON list of users, each with a name, a
+// password and at least one scope.
+func loadUsers(path string) ([]director.User, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--users: %w", err)
+	}
+	var users []director.User
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&users); err != nil {
+		return nil, fmt.Errorf("--users %s: want a JSON list of {\"name\", \"password\", \"scopes\"}: %w", path, err)
+	}
+	if len(users) == 0 {
+		return nil, fmt.Errorf("--users %s: no users", path)
+	}
+	for i, u := range users {
+		if u.Name == "" || u.Password == "" || len(u.Scopes) == 0 {
+			return nil, fmt.Errorf("--users %s: user %d (%q) needs a name, a password and at least one scope", path, i+1, u.Name)
+		}
+	}
+	return users, nil
 }

@@ -6,6 +6,11 @@
 //
 //	err := launch.Run(ctx, launch.Config{DataDir: dir, Out: os.Stdout})
 //
+// With Config.Database (PostgreSQL) and Config.Role, Run is one of several
+// processes sharing one director: an api process or a worker process,
+// driving one fake cloud served by `cpilab fakeiaas` (Config.CPIConfig);
+// docs/director.md describes the roles.
+//
 // Run prints the URL, the CA certificate path, the admin credentials and the
 // next steps (upload a cloud config and a stemcell, deploy, provide a disk:
 // shell commands over example files it writes to DataDir/examples) to Out,
@@ -28,7 +33,6 @@ import (
 	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
-	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/mbus"
 	"github.com/cpilab/cpilab/rt"
 )
@@ -66,8 +70,30 @@ type Config struct {
 	NormalWorkers, UrgentWorkers, DynamicDiskWorkers int
 	// Out receives the start-up banner. Default os.Stdout.
 	Out io.Writer
-	// Ready, when set, is called once the API serves.
+	// Ready, when set, is called once the API serves (for a worker: once
+	// its workers run; Info then has no URL).
 	Ready func(Info)
+
+	// Database is a PostgreSQL URL (postgres://user@host:port/db) that
+	// several director processes share (docs/director.md). Default "":
+	// SQLite in DataDir, this process alone.
+	Database string
+	// Role is RoleAll (default: API and workers), RoleAPI (API only; tasks
+	// are recorded for workers) or RoleWorker (workers only). API and
+	// worker roles need Database and CPIConfig.
+	Role string
+	// CPIConfig is the cpi.json of a fake cloud served by another process
+	// (`cpilab fakeiaas` prints its path): every director process on one
+	// database drives that one cloud and its agents (over its agent.mbus,
+	// unless NATSURL is given). Default "": a fake cloud of this process's
+	// own in DataDir/fakeiaas.
+	CPIConfig string
+	// TaskLease is director.Config's (default 30 s): how long a task whose
+	// worker stopped renewing stays its own before another takes it over.
+	TaskLease time.Duration
+	// LockLog, when set, is a file that gets one JSON line
+	// (director.LockEvent) per lock acquisition and release. Default none.
+	LockLog string
 }
 
 // Info describes a running director.
@@ -91,6 +117,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.Out = os.Stdout
 	}
 	if err := checkListen(cfg.Listen, cfg.PlainHTTP); err != nil {
+		return err
+	}
+	if err := checkRole(&cfg); err != nil {
 		return err
 	}
 	knobs, err := director.Profile(cfg.Profile)
@@ -120,43 +149,83 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("launch: %w", err)
 	}
 	closers = append(closers, lock.Release)
-	natsURL := cfg.NATSURL
-	if natsURL == "" {
-		srv, err := mbus.StartEmbedded(mbus.EmbeddedConfig{})
-		if err != nil {
-			return fmt.Errorf("launch: embedded NATS: %w", err)
-		}
-		closers = append(closers, func() error { srv.Shutdown(); return nil })
-		natsURL = srv.URL()
-	}
-	tr, err := mbus.Connect(mbus.NATSConfig{URL: natsURL})
-	if err != nil {
-		return fmt.Errorf("launch: mbus %s: %w", natsURL, err)
-	}
-	closers = append(closers, tr.Close)
 	// I/O edge: the real runtime of a served director, seeded from the wall
 	// clock (launch is wiring, not director logic).
 	r := rt.Real(uint64(time.Now().UnixNano()))
 	uuid := "director-" + randomHex(8)
-	l, err := lab.New(lab.Config{Runtime: r, DataDir: filepath.Join(cfg.DataDir, "fakeiaas"), FakeIaaSStore: "sqlite",
-		Transport: tr, CPIProfile: cpiProfile, LenientCPIWire: knobs.LenientCPIWire, CPIMaxAPIVersion: cfg.CPIMaxAPIVersion, CPICommand: cfg.CPICommand,
-		DirectorUUID: uuid})
-	if err != nil {
-		return err
+	mbusName := uuid
+	if cfg.Database != "" {
+		// Every process on one database is one director; each has its own
+		// name on the mbus, so that agents' replies come back to it.
+		uuid = sharedUUID(cfg.Database)
+		mbusName = uuid + "-" + cfg.Role + "-" + randomHex(4)
 	}
-	closers = append(closers, l.Close)
-	st, err := store.OpenSQLite(filepath.Join(cfg.DataDir, "director.db"))
+	var w *world
+	natsURL := cfg.NATSURL
+	if cfg.CPIConfig != "" {
+		if w, err = remoteWorld(cfg, r, cpiProfile, knobs.LenientCPIWire, mbusName); err != nil {
+			return err
+		}
+		closers = append(closers, w.close)
+		natsURL = w.mbus
+	} else {
+		if natsURL == "" {
+			srv, err := mbus.StartEmbedded(mbus.EmbeddedConfig{})
+			if err != nil {
+				return fmt.Errorf("launch: embedded NATS: %w", err)
+			}
+			closers = append(closers, func() error { srv.Shutdown(); return nil })
+			natsURL = srv.URL()
+		}
+		tr, err := mbus.Connect(mbus.NATSConfig{URL: natsURL})
+		if err != nil {
+			return fmt.Errorf("launch: mbus %s: %w", natsURL, err)
+		}
+		closers = append(closers, tr.Close)
+		l, err := lab.New(lab.Config{Runtime: r, DataDir: filepath.Join(cfg.DataDir, "fakeiaas"), FakeIaaSStore: "sqlite",
+			Transport: tr, CPIProfile: cpiProfile, LenientCPIWire: knobs.LenientCPIWire, CPIMaxAPIVersion: cfg.CPIMaxAPIVersion, CPICommand: cfg.CPICommand,
+			DirectorUUID: mbusName})
+		if err != nil {
+			return err
+		}
+		closers = append(closers, l.Close)
+		w = &world{cpi: l.CPI, inv: l, agents: l.Agents}
+	}
+	st, err := openStore(cfg, filepath.Join(cfg.DataDir, "director.db"))
 	if err != nil {
 		return err
 	}
 	closers = append(closers, st.Close)
-	d, err := director.New(director.Config{Runtime: r, Store: st, CPI: l.CPI, Inventory: l, Agents: l.Agents,
+	var observe func(director.LockEvent)
+	if cfg.LockLog != "" {
+		ll, err := openLockLog(cfg.LockLog)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, ll.Close)
+		observe = ll.record
+	}
+	owner := ""
+	if cfg.Database != "" {
+		owner = fmt.Sprintf("%s-%d-%s", cfg.Role, os.Getpid(), randomHex(3))
+	}
+	d, err := director.New(director.Config{Runtime: r, Store: st, CPI: w.cpi, Inventory: w.inv, Agents: w.agents,
 		UUID: uuid, Knobs: knobs, NormalWorkers: cfg.NormalWorkers, UrgentWorkers: cfg.UrgentWorkers,
-		DynamicDiskWorkers: cfg.DynamicDiskWorkers})
+		DynamicDiskWorkers: cfg.DynamicDiskWorkers, Shared: cfg.Database != "", NoWorkers: cfg.Role == RoleAPI,
+		Owner: owner, TaskLease: cfg.TaskLease, LockObserver: observe})
 	if err != nil {
 		return err
 	}
 	closers = append(closers, d.Close)
+	if cfg.Role == RoleWorker {
+		fmt.Fprintf(cfg.Out, "cpilab director %s worker %s (profile %s, CPI caller %s, mbus %s, database %s)\n", uuid, owner,
+			orDefault(cfg.Profile, director.ProfileReference), cpiProfile.Name, natsURL, redact(cfg.Database))
+		if cfg.Ready != nil {
+			cfg.Ready(Info{})
+		}
+		<-ctx.Done()
+		return nil
+	}
 	users := cfg.Users
 	if len(users) == 0 {
 		users = []director.User{{Name: "admin", Password: randomHex(12), Scopes: []string{director.ScopeAdmin}}}
@@ -183,6 +252,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	fmt.Fprintf(cfg.Out, "cpilab director %s (profile %s, CPI caller %s, mbus %s)\n  url: %s\n", uuid,
 		orDefault(cfg.Profile, director.ProfileReference), cpiProfile.Name, natsURL, info.URL)
+	if cfg.Database != "" {
+		fmt.Fprintf(cfg.Out, "  role: %s  owner: %s  database: %s\n", cfg.Role, owner, redact(cfg.Database))
+	}
 	if info.CACertPath != "" {
 		fmt.Fprintf(cfg.Out, "  ca_cert: %s\n", info.CACertPath)
 	}

@@ -1,0 +1,217 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fakeiaas/refcpi"
+	"github.com/cpilab/cpilab/mbus"
+	"github.com/cpilab/cpilab/rt"
+)
+
+// Roles of a director process (Config.Role).
+const (
+	// RoleAll serves the API and runs the workers (the default).
+	RoleAll = "all"
+	// RoleAPI serves the API and records tasks; worker processes run them.
+	RoleAPI = "api"
+	// RoleWorker runs workers only: no API.
+	RoleWorker = "worker"
+)
+
+// ErrRoleNeedsDatabase is returned by Run for an api or worker role
+// without a shared database.
+var ErrRoleNeedsDatabase = errors.New("launch: an api or worker process shares its store with others: give --database postgres://…")
+
+// ErrRoleNeedsCloud is returned by Run for an api or worker role without a
+// shared fake cloud.
+var ErrRoleNeedsCloud = errors.New("launch: an api or worker process shares one fake cloud with the others: give --cpi-config with the cpi.json `cpilab fakeiaas` prints")
+
+// checkRole validates Role, Database and CPIConfig together.
+func checkRole(cfg *Config) error {
+	switch cfg.Role {
+	case "":
+		cfg.Role = RoleAll
+	case RoleAll, RoleAPI, RoleWorker:
+	default:
+		return fmt.Errorf("launch: role %q: want %s, %s or %s", cfg.Role, RoleAll, RoleAPI, RoleWorker)
+	}
+	if cfg.Database != "" && !strings.HasPrefix(cfg.Database, "postgres://") && !strings.HasPrefix(cfg.Database, "postgresql://") {
+		return fmt.Errorf("launch: database %q: want a postgres:// URL (leave it out for SQLite in the data dir)", cfg.Database)
+	}
+	if cfg.Role != RoleAll {
+		if cfg.Database == "" {
+			return fmt.Errorf("%w (role %s)", ErrRoleNeedsDatabase, cfg.Role)
+		}
+		if cfg.CPIConfig == "" {
+			return fmt.Errorf("%w (role %s)", ErrRoleNeedsCloud, cfg.Role)
+		}
+	}
+	return nil
+}
+
+// sharedUUID is the director UUID of every process on one database: drawn
+// from the database's URL (its password left out), so that the API of any
+// api process names the same director.
+func sharedUUID(dbURL string) string {
+	sum := sha256.Sum256([]byte(redact(dbURL)))
+	return "director-" + hex.EncodeToString(sum[:8])
+}
+
+// redact drops a password from a URL for messages.
+func redact(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		rest := u[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 {
+				return u[:i+3] + rest[:c] + ":***" + rest[at:]
+			}
+		}
+	}
+	return u
+}
+
+// world is what a director process drives: a CPI, an inventory, agents.
+type world struct {
+	cpi    director.CPI
+	inv    director.DiskLister
+	agents director.Agents
+	mbus   string
+	close  func() error
+}
+
+// remoteWorld connects to a fake cloud served by another process (`cpilab
+// fakeiaas`), described by its cpi.json: the reference CPI (in process over
+// the cloud's HTTP API, or cfg.CPICommand with that cpi.json), the oracle
+// as inventory, and the agents over the cpi.json's mbus (or cfg.NATSURL).
+func remoteWorld(cfg Config, r rt.Runtime, profile cpiv2.Profile, lenient bool, mbusName string) (*world, error) {
+	fc, err := refcpi.LoadFileConfig(cfg.CPIConfig)
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	client := fakeiaas.NewClient(fc.Cloud.Properties.Fakeiaas.URL)
+	w := &world{inv: remoteInventory{client}}
+	if len(cfg.CPICommand) > 0 {
+		argv := append(append([]string(nil), cfg.CPICommand...), "-configPath", cfg.CPIConfig)
+		w.cpi = cpiv2.NewRunner(cpiv2.RunnerConfig{Command: argv, Profile: profile, DirectorUUID: mbusName,
+			LenientJSON: lenient, WaitForPipes: lenient})
+	} else {
+		rc := fc.Config()
+		rc.Runtime = r
+		if cfg.CPIMaxAPIVersion > 0 && (rc.MaxAPIVersion == 0 || cfg.CPIMaxAPIVersion < rc.MaxAPIVersion) {
+			rc.MaxAPIVersion = cfg.CPIMaxAPIVersion
+		}
+		cpi := refcpi.New(rc, client)
+		w.cpi = cpiv2.NewLoopback(cpi, cpiv2.LoopbackConfig{Profile: profile, LenientJSON: lenient,
+			MaxAPIVersion: cpi.MaxAPIVersion(), DirectorUUID: mbusName})
+	}
+	w.mbus = cfg.NATSURL
+	if w.mbus == "" {
+		w.mbus = fc.Cloud.Properties.Agent.MBus
+	}
+	if w.mbus == "" {
+		return nil, fmt.Errorf("launch: %s names no agent.mbus; give --nats-url", cfg.CPIConfig)
+	}
+	tr, err := mbus.Connect(mbus.NATSConfig{URL: w.mbus, Name: mbusName})
+	if err != nil {
+		return nil, fmt.Errorf("launch: mbus %s: %w", w.mbus, err)
+	}
+	ac, err := mbus.NewClient(mbus.ClientConfig{Transport: tr, Runtime: r, DirectorUUID: mbusName})
+	if err != nil {
+		_ = tr.Close()
+		return nil, fmt.Errorf("launch: mbus client: %w", err)
+	}
+	w.agents = ac
+	w.close = func() error { return errors.Join(ac.Close(), tr.Close()) }
+	return w, nil
+}
+
+// remoteInventory lists a served fake cloud's disks, VMs and stemcells
+// from its oracle (director.DiskLister, VMLister, StemcellLister).
+type remoteInventory struct{ c *fakeiaas.Client }
+
+func (i remoteInventory) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) {
+	st, err := i.c.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cpiv2.DiskCID, 0, len(st.Disks))
+	for _, d := range st.Disks {
+		out = append(out, d.CID)
+	}
+	return out, nil
+}
+
+func (i remoteInventory) ListVMs(ctx context.Context) ([]director.ListedVM, error) {
+	st, err := i.c.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]director.ListedVM, 0, len(st.VMs))
+	for _, v := range st.VMs {
+		out = append(out, director.ListedVM{CID: v.CID, AgentID: v.AgentID})
+	}
+	return out, nil
+}
+
+func (i remoteInventory) ListStemcells(ctx context.Context) ([]cpiv2.StemcellCID, error) {
+	st, err := i.c.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cpiv2.StemcellCID, 0, len(st.Stemcells))
+	for _, s := range st.Stemcells {
+		out = append(out, s.CID)
+	}
+	return out, nil
+}
+
+// lockLog appends every lock event as one JSON line to a file
+// (Config.LockLog), written through at once so that kill -9 loses none.
+type lockLog struct {
+	mu sync.Mutex
+	f  *os.File
+	w  *bufio.Writer
+}
+
+func openLockLog(path string) (*lockLog, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("launch: lock log: %w", err)
+	}
+	return &lockLog{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+func (l *lockLog) record(ev director.LockEvent) {
+	b, _ := json.Marshal(ev)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.w.Write(append(b, '\n'))
+	_ = l.w.Flush()
+}
+
+func (l *lockLog) Close() error { return l.f.Close() }
+
+// openStore opens the director's store: PostgreSQL at cfg.Database, else
+// SQLite at path.
+func openStore(cfg Config, path string) (store.Store, error) {
+	if cfg.Database == "" {
+		return store.OpenSQLite(path)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return store.OpenPostgres(ctx, store.PostgresConfig{URL: cfg.Database})
+}
