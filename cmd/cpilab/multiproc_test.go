@@ -55,10 +55,6 @@ func TestCertifyDirectorAgainstSeveralProcessesOnPostgres(t *testing.T) {
 	}
 }
 
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
-}
 
 // A workload of provides, detaches and deletes on one api and three worker
 // processes, with kill -9 of a worker while it holds a task's locks: every
