@@ -55,7 +55,6 @@ func TestCertifyDirectorAgainstSeveralProcessesOnPostgres(t *testing.T) {
 	}
 }
 
-
 // A workload of provides, detaches and deletes on one api and three worker
 // processes, with kill -9 of a worker while it holds a task's locks: every
 // task ends (done, or failed with a message), the killed worker's task is
