@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cpilab/cpilab/datadir"
 )
@@ -30,7 +31,11 @@ func TestMain(m *testing.M) {
 		// garbage collector's finalizer, releasing the lock.
 		heldLock = l
 		fmt.Println("locked")
-		select {}
+		// Wait to be killed. Not select{}: with no other goroutine the
+		// runtime would call that a deadlock and exit, releasing the lock.
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "try":
 		_, err := datadir.Acquire(os.Getenv("DATADIR_TEST_DIR"), "lock test trier")
 		var le *datadir.LockedError
