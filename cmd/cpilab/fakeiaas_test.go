@@ -62,8 +62,8 @@ func TestFakeIaaSRefusesALockedDataDir(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"fakeiaas", "--data-dir", dir, "--no-agents"}, &out, &errb)
 	want := "data dir " + dir + " is in use by pid " + strconv.Itoa(os.Getpid()) + " (cpilab fakeiaas)"
-	if code != 1 || !strings.Contains(errb.String(), want) {
-		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
+	if code != exitUsage || !strings.Contains(errb.String(), want) {
+		t.Fatalf("exit %d, stderr %q; want %d (a harness error) and %q", code, errb.String(), exitUsage, want)
 	}
 }
 

@@ -100,15 +100,23 @@ per VM) until Ctrl-C, or manages its fault rules. A rule:
 		exit: "0 stopped by Ctrl-C · 2 usage error or the agent could not start",
 	},
 	"simulate": {
-		usage: []string{"simulate [--seed N] [flags]", "simulate --seeds A..B [--keep-going] [--parallel N] [flags]"},
+		usage: []string{"simulate [--seed N] [flags]", "simulate --seeds A..B [--shard K/N] [--json-report FILE] [--keep-going] [flags]",
+			"simulate merge [--json-report FILE] REPORT..."},
 		about: `Runs the director, one agent per VM, the fake cloud and the reference CPI in one process under a
-virtual clock and a seeded scheduler: the same seed gives the same trace. A failure prints the seed,
-the fault schedule, a minimized trace file and the command that replays it.`,
+virtual clock and a seeded scheduler: the same seed gives the same trace. One seed prints PASS or the
+failure report: the seed, the fault schedule, a minimized trace file and the command that replays it.
+A sweep runs every seed of A..B (with --shard K/N, the K-th of N contiguous blocks) on every core,
+prints its progress on stderr (seeds done, failing seeds, rate, time left; --quiet for none), and
+writes its verdict as JSON with --json-report. "merge" combines the reports of every shard of one
+sweep into one verdict with each failing seed's replay command; it refuses reports of different
+sweeps, two reports of one shard, and missing shards (docs/simulate-report.md).`,
 		examples: []string{
 			"cpilab simulate --seed 42 --steps 200 --profile upstream --faults default",
-			"cpilab simulate --seeds 1..10000 --faults default",
+			"cpilab simulate --seeds 1..10000 --faults default --keep-going",
+			"cpilab simulate --seeds 1..1000000 --shard 3/16 --keep-going --json-report out-3.json",
+			"cpilab simulate merge out-*.json",
 		},
-		exit: "0 no checker found a violation · 1 a violation (trace written) · 2 usage or harness error",
+		exit: "0 every seed passed · 1 a seed failed (trace written) or a sweep did not finish · 2 usage or harness error",
 	},
 	"replay": {
 		usage: []string{"replay [--rewrite] [--out DIR] FILE"},

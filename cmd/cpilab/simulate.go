@@ -19,36 +19,12 @@ func init() {
 	commands["replay"] = command{summary: "replay a scenario or minimized trace file and compare its expected output", run: runReplay}
 }
 
-const simulateUsage = `usage: cpilab simulate [flags]                       one seed (--seed N)
-       cpilab simulate --seeds A..B [--shard K/N] [--json-report FILE] [flags]
-       cpilab simulate merge [--json-report FILE] REPORT...
-
-One seed prints PASS or the failure report with its replay commands. A sweep runs every seed of
-A..B (or, with --shard K/N, the K-th of N contiguous blocks of it) on every core, prints its
-progress on stderr (seeds done, failing seeds, rate, time left; --quiet for none), and writes its
-verdict as JSON with --json-report. "merge" combines the JSON reports of every shard of one sweep
-into one verdict with each failing seed's replay command; it refuses reports of different sweeps,
-two reports of one shard, and missing shards. docs/simulate-report.md documents the report.
-
-Exit status: 0 every seed passed, 1 a seed failed (or a sweep did not finish), 2 misuse or bad input.
-
-examples:
-  cpilab simulate --seed 42 --profile upstream --faults default
-  cpilab simulate --seeds 1..10000 --keep-going
-  cpilab simulate --seeds 1..1000000 --shard 3/16 --keep-going --json-report out-3.json
-  cpilab simulate merge out-*.json
-
-flags:`
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "merge" {
 		return runSimulateMerge(args[1:], stdout, stderr)
 	}
 	fs := newFlagSet("simulate", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), simulateUsage)
-		fs.PrintDefaults()
-	}
 	var run simulator.RunConfig
 	run.RegisterFlags(fs)
 	seeds := fs.String("seeds", "", "sweep a seed range A..B on every core instead of one --seed")
@@ -59,7 +35,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	noShrink := fs.Bool("no-shrink", false, "write the whole failing run instead of shrinking it")
 	keepGoing := fs.Bool("keep-going", false, "with --seeds: run every seed instead of stopping at the first failure")
 	parallel := fs.Int("parallel", 0, "with --seeds: runs at once (0: every core)")
-	quiet := fs.Bool("quiet", false, "with --seeds: print no progress on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -99,7 +74,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageErrorf(fs, "%v", err)
 	}
 	var prog *sweepProgress
-	if !*quiet {
+	if !newUI(fs, stdout, stderr).quiet {
 		prog = newSweepProgress(stderr, block.Len())
 		prog.start()
 	}
@@ -137,10 +112,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // runSimulateMerge is `cpilab simulate merge [--json-report OUT] REPORT...`.
 func runSimulateMerge(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("simulate merge", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), simulateUsage)
-		fs.PrintDefaults()
-	}
 	jsonReport := fs.String("json-report", "", "write the merged report as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

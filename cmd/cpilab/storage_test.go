@@ -76,12 +76,12 @@ func TestStorageSimulateReferenceAndUsage(t *testing.T) {
 	if code := run(context.Background(), []string{"storage", "-h"}, &stdout, &stderr); code != 0 {
 		t.Errorf("storage -h exited %d, want 0", code)
 	}
-	// A policy file that does not parse is an error naming it (exit 1).
+	// A policy file that does not parse is a harness error naming it (exit 2).
 	bad := filepath.Join(t.TempDir(), "bad.yml")
 	os.WriteFile(bad, []byte("volumes:\n- id: a\n"), 0o644)
 	stderr.Reset()
 	code := run(context.Background(), []string{"storage", "run", "--director", "https://127.0.0.1:1", "--policy", bad, "--nats-url", "nats://127.0.0.1:1"}, &stdout, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), bad) || !strings.Contains(stderr.String(), "diskName is required") {
+	if code != exitUsage || !strings.Contains(stderr.String(), bad) || !strings.Contains(stderr.String(), "diskName is required") {
 		t.Errorf("bad policy file: exit %d, stderr %s", code, stderr.String())
 	}
 }
