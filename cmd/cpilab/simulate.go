@@ -19,7 +19,6 @@ func init() {
 	commands["replay"] = command{summary: "replay a scenario or minimized trace file and compare its expected output", run: runReplay}
 }
 
-
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "merge" {
 		return runSimulateMerge(args[1:], stdout, stderr)
