@@ -22,7 +22,7 @@ const (
 	ModeNormal Mode = "normal"
 	// ModeOld is an agent that predates dynamic disks: it answers
 	// add_dynamic_disk, remove_dynamic_disk and dynamic_disk_usage with
-	// "unknown message <m>" (CONTRACTS §7 race (h)).
+	// "unknown message <m>" (race (h), docs/upstream.md).
 	ModeOld Mode = "old"
 )
 

@@ -66,11 +66,19 @@ type ProcessResult struct {
 	// too large …", "could not start: …". Empty only before a start was
 	// tried.
 	Outcome string
+	// PipesHeldAfterExit: when the CPI exited, something it started still
+	// held its stdout or stderr (pipeSettle later). A caller that reads
+	// both to the end, as the Director does, would have waited for it.
+	PipesHeldAfterExit bool
 	// Stragglers counts the processes the CPI left behind, still holding
 	// its stdout or stderr after WaitDelay, that RunProcess killed.
 	Stragglers int
 	Elapsed    time.Duration
 }
+
+// pipeSettle is how long a CPI's output pipes may take to close after it
+// exits before RunProcess says something else holds them.
+const pipeSettle = 500 * time.Millisecond
 
 // ScrubbedEnv is the Director's environment for a CPI: PATH, TMPDIR and
 // HOME from the caller's environment (when set), plus the variables named
@@ -250,7 +258,17 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		}
 		grace.Stop()
 	} else if !cfg.WaitForPipes {
-		// The CPI has exited: nothing it started may outlive the call.
+		// The CPI has exited: its output pipes close at once, unless
+		// something it started still holds them (a caller that reads to the
+		// end, as the Director does, would hang). Then nothing it started
+		// may outlive the call.
+		settle := time.NewTimer(pipeSettle)
+		select {
+		case <-pipesClosed:
+		case <-settle.C:
+			res.PipesHeldAfterExit = true
+		}
+		settle.Stop()
 		killProcessGroup(cmd)
 	}
 	// Bound the wait for the pipes: whoever still holds them once the CPI

@@ -1,4 +1,4 @@
-// Package mbus is the BOSH agent message protocol (CONTRACTS §5): the
+// Package mbus is the BOSH agent message protocol (docs/contracts.md): the
 // messages, the transports that carry them, and the Director-side client.
 //
 // The Director publishes a Request on "agent.<agent id>" with reply_to

@@ -78,6 +78,10 @@ func checkWire(x *Exchange) {
 	if x.TimedOut {
 		violate(violation(ClauseTimeout, strings.Join(x.Violations, "; "), x))
 	}
+	if x.HeldPipes > 0 {
+		violate(violation(ClauseTimeout, fmt.Sprintf("%s: the CPI exited but left %d process(es) holding its stdout or stderr; "+
+			"the Director reads both to the end (Open3), so this call would hang until they exit (cpilab killed them)", x.Method, x.HeldPipes), x))
+	}
 	var exit, other []string
 	for _, s := range x.Violations {
 		if strings.HasPrefix(s, "exit status") {

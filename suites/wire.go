@@ -44,6 +44,9 @@ type Exchange struct {
 	// itself.
 	Cleanup  bool
 	TimedOut bool
+	// HeldPipes counts processes the CPI left behind holding its stdout or
+	// stderr after it exited (RunProcess killed them WaitDelay later).
+	HeldPipes int
 	// Response is the decoded response; valid only when Violations is empty
 	// or holds only exit-status and type issues.
 	Response Response
@@ -139,6 +142,10 @@ func (w *wire) run(ctx context.Context, x *Exchange) {
 	x.Stdout = res.Stdout
 	x.Stderr = keepTail(res.Stderr, StderrKeep)
 	x.ExitCode = res.ExitCode
+	x.HeldPipes = res.Stragglers
+	if res.PipesHeldAfterExit && x.HeldPipes == 0 {
+		x.HeldPipes = 1
+	}
 	switch {
 	case errors.Is(err, cpiv2.ErrCPITimeout):
 		x.TimedOut = true
