@@ -8,7 +8,7 @@ FUZZTIME  ?= 10s
 # The commit `cpilab --version` reports when the toolchain does not stamp it.
 COMMIT    := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 
-.PHONY: all build test certify bench fuzz vet fmt clean interop deps
+.PHONY: all build test test-steps certify bench fuzz vet fmt clean interop deps
 
 all: build
 
@@ -23,7 +23,12 @@ build:
 # missing), the catalog of buggy CPIs (each certified by a default run),
 # race tests (-short), short fuzz.
 test: build vet fmt
-	./scripts/postgres.sh run $(GO) test -count=1 -timeout 20m -skip '^TestCertifyCatalog$$' $(PKGS)
+	./scripts/postgres.sh run $(MAKE) --no-print-directory test-steps
+
+# test-steps: the go test steps of make test, all on the one PostgreSQL
+# cluster make test starts (CPILAB_TEST_POSTGRES); run make test instead.
+test-steps:
+	$(GO) test -count=1 -timeout 20m -skip '^TestCertifyCatalog$$' $(PKGS)
 	$(GO) test -count=1 -timeout 25m -run '^TestCertifyCatalog$$' ./cmd/cpilab/
 	$(GO) test -count=1 -race -short -timeout 20m $$($(GO) list $(RACE_PKGS) 2>/dev/null)
 	$(MAKE) fuzz FUZZTIME=3s

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cpilab/cpilab/cpiv2"
 )
@@ -185,11 +184,17 @@ func keepTail(b []byte, n int) []byte {
 // null or {type, message, ok_to_retry: bool}, result null beside an error.
 func checkResponse(stdout []byte, r *Response) []string {
 	var v []string
-	if !utf8.Valid(stdout) {
-		v = append(v, fmt.Sprintf("stdout is not valid UTF-8 (JSON must be; the Director's parser rejects it): %s", excerpt(bytes.ToValidUTF8(stdout, []byte("\uFFFD")))))
-	}
-	if dup := duplicateKey(stdout); dup != "" {
-		v = append(v, fmt.Sprintf("the response holds key %q more than once (which one counts is up to the parser)", dup))
+	// cpiv2.CheckJSON is the one strict reader: invalid UTF-8 (a lone
+	// surrogate escape too) and repeated keys; what it says of anything
+	// else (not JSON, trailing data) the checks below say in their words.
+	var bad *cpiv2.InvalidResponseError
+	if err := cpiv2.CheckJSON(stdout); errors.As(err, &bad) {
+		switch {
+		case errors.Is(bad.Kind, cpiv2.ErrInvalidUTF8):
+			v = append(v, fmt.Sprintf("stdout is not valid UTF-8 (JSON must be; the Director's parser rejects it): %s: %s", bad.Detail, excerpt(bytes.ToValidUTF8(stdout, []byte("\uFFFD")))))
+		case errors.Is(bad.Kind, cpiv2.ErrDuplicateKey):
+			v = append(v, fmt.Sprintf("the response holds key %q more than once (which one counts is up to the parser)", bad.Key))
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(stdout))
 	var raw map[string]json.RawMessage
@@ -273,50 +278,4 @@ func withCleanup(ctx context.Context) context.Context {
 func isCleanup(ctx context.Context) bool {
 	v, _ := ctx.Value(cleanupKey{}).(bool)
 	return v
-}
-
-// duplicateKey returns the first key that appears twice in one object of
-// the first JSON value of b, at any depth ("" when none, or when b is not
-// JSON: other checks say so).
-func duplicateKey(b []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	var walk func() (string, bool)
-	walk = func() (string, bool) {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		d, ok := tok.(json.Delim)
-		if !ok {
-			return "", true
-		}
-		switch d {
-		case '{':
-			seen := map[string]bool{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return "", false
-				}
-				k, _ := kt.(string)
-				if seen[k] {
-					return k, false
-				}
-				seen[k] = true
-				if dup, ok := walk(); !ok {
-					return dup, false
-				}
-			}
-		case '[':
-			for dec.More() {
-				if dup, ok := walk(); !ok {
-					return dup, false
-				}
-			}
-		}
-		_, err = dec.Token() // the closing delimiter
-		return "", err == nil
-	}
-	dup, _ := walk()
-	return dup
 }

@@ -32,8 +32,9 @@ func TestCheckResponse(t *testing.T) {
 		{"error a string", `{"result":null,"error":"boom","log":""}`, "error must be null or an object"},
 		{"result beside error", `{"result":"","error":{"type":"T","message":"m","ok_to_retry":false},"log":""}`, "result must be null beside an error"},
 		{"duplicate key", `{"result":null,"error":null,"log":"","result":"disk-1"}`, `key "result" more than once`},
-		{"duplicate key in error", `{"result":null,"error":{"type":"T","type":"U","message":"m","ok_to_retry":false},"log":""}`, `key "type" more than once`},
+		{"duplicate key in error", `{"result":null,"error":{"type":"T","type":"U","message":"m","ok_to_retry":false},"log":""}`, `key "error.type" more than once`},
 		{"not UTF-8", "{\"result\":null,\"error\":null,\"log\":\"caf\xe9\"}", "not valid UTF-8"},
+		{"lone surrogate escape", `{"result":"disk-\ud800","error":null,"log":""}`, "lone UTF-16 surrogate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Response
