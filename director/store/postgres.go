@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -154,12 +153,6 @@ const pgTimeout = 30 * time.Second
 var ErrConflict = errors.New("store: transaction kept conflicting with other processes")
 
 func (s *Postgres) run(fn func(Tx) error, write bool) error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return ErrClosed
-	}
 	opts := pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadWrite}
 	if !write {
 		// A View reads one snapshot: REPEATABLE READ gives it that and
@@ -168,23 +161,38 @@ func (s *Postgres) run(fn func(Tx) error, write bool) error {
 		// the conflict tracking).
 		opts = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	}
+	return s.inTx(opts, func(ctx context.Context, tx pgx.Tx) error {
+		return fn(&pgTx{ctx: ctx, tx: tx, write: write})
+	})
+}
+
+// inTx runs body in a transaction with opts, again (up to 20 times) while
+// it fails with a serialization failure or a deadlock. body's own error is
+// returned as it is; the transaction's are wrapped.
+func (s *Postgres) inTx(opts pgx.TxOptions, body func(ctx context.Context, tx pgx.Tx) error) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	var last error
 	for attempt := 0; attempt < 20; attempt++ {
 		if attempt > 0 {
 			retryPause(attempt)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
-		var fnErr error
+		var bodyErr error
 		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
-			fnErr = fn(&pgTx{ctx: ctx, tx: tx, write: write})
-			return fnErr
+			bodyErr = body(ctx, tx)
+			return bodyErr
 		})
 		cancel()
 		if err == nil {
 			return nil
 		}
-		if fnErr != nil && !retryable(fnErr) {
-			return fnErr // fn's own error, as the caller returned it
+		if bodyErr != nil && !retryable(bodyErr) {
+			return bodyErr
 		}
 		if !retryable(err) {
 			return fmt.Errorf("store: postgres transaction: %w", err)
@@ -226,24 +234,14 @@ func (t *pgTx) Get(k Kind, key string, v any) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("store: get %s/%s: %w", k, key, err)
 	}
-	if err := json.Unmarshal([]byte(body), v); err != nil {
-		return false, fmt.Errorf("store: decode %s/%s: %w", k, key, err)
+	if err := decodeBody(k, key, body, v); err != nil {
+		return false, err
 	}
 	return true, nil
 }
 
 func (t *pgTx) encode(k Kind, key string, v any) (string, error) {
-	if err := validKind(k); err != nil {
-		return "", err
-	}
-	if !t.write {
-		return "", fmt.Errorf("store: write to %s/%s in a read-only transaction", k, key)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("store: encode %s/%s: %w", k, key, err)
-	}
-	return string(b), nil
+	return encodeBody(k, key, v, t.write)
 }
 
 func (t *pgTx) Put(k Kind, key string, v any) error {
@@ -274,11 +272,8 @@ func (t *pgTx) Insert(k Kind, key string, v any) error {
 }
 
 func (t *pgTx) Delete(k Kind, key string) error {
-	if err := validKind(k); err != nil {
+	if err := checkWrite(k, key, "delete", t.write); err != nil {
 		return err
-	}
-	if !t.write {
-		return fmt.Errorf("store: delete %s/%s in a read-only transaction", k, key)
 	}
 	if _, err := t.tx.Exec(t.ctx, `DELETE FROM `+string(k)+` WHERE key = $1`, key); err != nil {
 		return fmt.Errorf("store: delete %s/%s: %w", k, key, err)
@@ -294,31 +289,7 @@ func (t *pgTx) List(k Kind, fn func(string, []byte) error) error {
 	if err != nil {
 		return fmt.Errorf("store: list %s: %w", k, err)
 	}
-	type rec struct {
-		key  string
-		body []byte
-	}
-	var recs []rec
-	for rows.Next() {
-		var r rec
-		var body string
-		if err := rows.Scan(&r.key, &body); err != nil {
-			rows.Close()
-			return fmt.Errorf("store: list %s: %w", k, err)
-		}
-		r.body = []byte(body)
-		recs = append(recs, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: list %s: %w", k, err)
-	}
-	for _, r := range recs {
-		if err := fn(r.key, r.body); err != nil {
-			return err
-		}
-	}
-	return nil
+	return listRows(k, rows, func() error { rows.Close(); return nil }, fn)
 }
 
 func (t *pgTx) NextID(seq string) (int64, error) {
@@ -343,12 +314,6 @@ func (s *Postgres) ClaimFirst(kind Kind, m Match, fn func(tx Tx, key string, raw
 	if err := validKind(kind); err != nil {
 		return false, err
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return false, ErrClosed
-	}
 	q := `SELECT key, body FROM ` + string(kind)
 	var args []any
 	for i, f := range m.fieldsSorted() {
@@ -362,38 +327,22 @@ func (s *Postgres) ClaimFirst(kind Kind, m Match, fn func(tx Tx, key string, raw
 	}
 	q += ` ORDER BY key COLLATE "C" LIMIT 1 FOR UPDATE SKIP LOCKED`
 	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite}
-	var last error
-	for attempt := 0; attempt < 20; attempt++ {
-		if attempt > 0 {
-			retryPause(attempt)
+	found := false
+	err := s.inTx(opts, func(ctx context.Context, tx pgx.Tx) error {
+		found = false
+		var key, body string
+		err := tx.QueryRow(ctx, q, args...).Scan(&key, &body)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
-		var fnErr error
-		found := false
-		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
-			var key, body string
-			err := tx.QueryRow(ctx, q, args...).Scan(&key, &body)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("store: claim from %s: %w", kind, err)
-			}
-			found = true
-			fnErr = fn(&pgTx{ctx: ctx, tx: tx, write: true}, key, []byte(body))
-			return fnErr
-		})
-		cancel()
-		if err == nil {
-			return found, nil
+		if err != nil {
+			return fmt.Errorf("store: claim from %s: %w", kind, err)
 		}
-		if fnErr != nil && !retryable(fnErr) {
-			return false, fnErr
-		}
-		if !retryable(err) {
-			return false, err
-		}
-		last = err
+		found = true
+		return fn(&pgTx{ctx: ctx, tx: tx, write: true}, key, []byte(body))
+	})
+	if err != nil {
+		return false, err
 	}
-	return false, fmt.Errorf("%w: %v", ErrConflict, last)
+	return found, nil
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -157,24 +156,14 @@ func (t *sqlTx) Get(k Kind, key string, v any) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("store: get %s/%s: %w", k, key, err)
 	}
-	if err := json.Unmarshal([]byte(body), v); err != nil {
-		return false, fmt.Errorf("store: decode %s/%s: %w", k, key, err)
+	if err := decodeBody(k, key, body, v); err != nil {
+		return false, err
 	}
 	return true, nil
 }
 
 func (t *sqlTx) encode(k Kind, key string, v any) (string, error) {
-	if err := validKind(k); err != nil {
-		return "", err
-	}
-	if !t.write {
-		return "", fmt.Errorf("store: write to %s/%s in a read-only transaction", k, key)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("store: encode %s/%s: %w", k, key, err)
-	}
-	return string(b), nil
+	return encodeBody(k, key, v, t.write)
 }
 
 func (t *sqlTx) Put(k Kind, key string, v any) error {
@@ -205,11 +194,8 @@ func (t *sqlTx) Insert(k Kind, key string, v any) error {
 }
 
 func (t *sqlTx) Delete(k Kind, key string) error {
-	if err := validKind(k); err != nil {
+	if err := checkWrite(k, key, "delete", t.write); err != nil {
 		return err
-	}
-	if !t.write {
-		return fmt.Errorf("store: delete %s/%s in a read-only transaction", k, key)
 	}
 	if _, err := t.tx.Exec(`DELETE FROM `+string(k)+` WHERE key = ?`, key); err != nil {
 		return fmt.Errorf("store: delete %s/%s: %w", k, key, err)
@@ -225,31 +211,7 @@ func (t *sqlTx) List(k Kind, fn func(string, []byte) error) error {
 	if err != nil {
 		return fmt.Errorf("store: list %s: %w", k, err)
 	}
-	type rec struct {
-		key  string
-		body []byte
-	}
-	var recs []rec
-	for rows.Next() {
-		var r rec
-		if err := rows.Scan(&r.key, &r.body); err != nil {
-			_ = rows.Close()
-			return fmt.Errorf("store: list %s: %w", k, err)
-		}
-		recs = append(recs, r)
-	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("store: list %s: %w", k, err)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: list %s: %w", k, err)
-	}
-	for _, r := range recs {
-		if err := fn(r.key, r.body); err != nil {
-			return err
-		}
-	}
-	return nil
+	return listRows(k, rows, rows.Close, fn)
 }
 
 func (t *sqlTx) NextID(seq string) (int64, error) {
