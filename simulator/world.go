@@ -16,6 +16,7 @@ import (
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/lab"
 	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
@@ -626,19 +627,12 @@ func (c *faultCPI) HasDisk(ctx context.Context, cid cpiv2.DiskCID) (ok bool, err
 var _ director.CPI = (*faultCPI)(nil)
 
 // inventory lists every IaaS disk for the director's restart reconciliation
-// (director.DiskLister), as an IaaS console would.
+// (director.DiskLister), as an IaaS console would. Only disks: the
+// simulated Director does not reconcile VMs or stemcells at restart.
 type inventory struct{ cloud *fakeiaas.Cloud }
 
 func (i inventory) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) {
-	st, err := i.cloud.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cpiv2.DiskCID, 0, len(st.Disks))
-	for _, d := range st.Disks {
-		out = append(out, d.CID)
-	}
-	return out, nil
+	return lab.Inventory{Oracle: i.cloud}.ListDisks(ctx)
 }
 
 // ---- mbus and agent faults ----

@@ -207,46 +207,20 @@ func (l *Lab) Agent(vmCID string) (*agent.Agent, bool) {
 	return a, a != nil
 }
 
-// ListDisks lists every IaaS disk: the director's restart reconciliation
-// uses it (director.DiskLister).
+// ListDisks, ListVMs and ListStemcells make a Lab the director's
+// inventory (director.DiskLister, VMLister, StemcellLister).
 func (l *Lab) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) {
-	st, err := l.Cloud.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cpiv2.DiskCID, 0, len(st.Disks))
-	for _, d := range st.Disks {
-		out = append(out, d.CID)
-	}
-	return out, nil
+	return Inventory{l.Cloud}.ListDisks(ctx)
 }
 
-// ListVMs lists every IaaS VM with its agent ID: the director's restart
-// reconciliation uses it (director.VMLister) to find a VM whose create_vm
-// was interrupted.
+// ListVMs: see ListDisks.
 func (l *Lab) ListVMs(ctx context.Context) ([]director.ListedVM, error) {
-	st, err := l.Cloud.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]director.ListedVM, 0, len(st.VMs))
-	for _, v := range st.VMs {
-		out = append(out, director.ListedVM{CID: v.CID, AgentID: v.AgentID})
-	}
-	return out, nil
+	return Inventory{l.Cloud}.ListVMs(ctx)
 }
 
-// ListStemcells lists every IaaS stemcell (director.StemcellLister).
+// ListStemcells: see ListDisks.
 func (l *Lab) ListStemcells(ctx context.Context) ([]cpiv2.StemcellCID, error) {
-	st, err := l.Cloud.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cpiv2.StemcellCID, 0, len(st.Stemcells))
-	for _, s := range st.Stemcells {
-		out = append(out, s.CID)
-	}
-	return out, nil
+	return Inventory{l.Cloud}.ListStemcells(ctx)
 }
 
 // Close stops the agents, the client and the cloud.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/lab"
 	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
@@ -103,7 +104,7 @@ func remoteWorld(cfg Config, r rt.Runtime, profile cpiv2.Profile, lenient bool, 
 		return nil, fmt.Errorf("launch: %w", err)
 	}
 	client := fakeiaas.NewClient(fc.Cloud.Properties.Fakeiaas.URL)
-	w := &world{inv: remoteInventory{client}}
+	w := &world{inv: lab.Inventory{Oracle: client}}
 	if len(cfg.CPICommand) > 0 {
 		argv := append(append([]string(nil), cfg.CPICommand...), "-configPath", cfg.CPIConfig)
 		w.cpi = cpiv2.NewRunner(cpiv2.RunnerConfig{Command: argv, Profile: profile, DirectorUUID: mbusName,
@@ -137,46 +138,6 @@ func remoteWorld(cfg Config, r rt.Runtime, profile cpiv2.Profile, lenient bool, 
 	w.agents = ac
 	w.close = func() error { return errors.Join(ac.Close(), tr.Close()) }
 	return w, nil
-}
-
-// remoteInventory lists a served fake cloud's disks, VMs and stemcells
-// from its oracle (director.DiskLister, VMLister, StemcellLister).
-type remoteInventory struct{ c *fakeiaas.Client }
-
-func (i remoteInventory) ListDisks(ctx context.Context) ([]cpiv2.DiskCID, error) {
-	st, err := i.c.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cpiv2.DiskCID, 0, len(st.Disks))
-	for _, d := range st.Disks {
-		out = append(out, d.CID)
-	}
-	return out, nil
-}
-
-func (i remoteInventory) ListVMs(ctx context.Context) ([]director.ListedVM, error) {
-	st, err := i.c.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]director.ListedVM, 0, len(st.VMs))
-	for _, v := range st.VMs {
-		out = append(out, director.ListedVM{CID: v.CID, AgentID: v.AgentID})
-	}
-	return out, nil
-}
-
-func (i remoteInventory) ListStemcells(ctx context.Context) ([]cpiv2.StemcellCID, error) {
-	st, err := i.c.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cpiv2.StemcellCID, 0, len(st.Stemcells))
-	for _, s := range st.Stemcells {
-		out = append(out, s.CID)
-	}
-	return out, nil
 }
 
 // lockLog appends every lock event as one JSON line to a file
