@@ -101,13 +101,8 @@ func (f *certifyFlags) check(fs *flag.FlagSet) error {
 			return usageError(fs, "%s %q: %v", name, re, err)
 		}
 	}
-	for _, r := range []struct{ flag, path string }{{"--junit-report", f.junit}, {"--json-report", f.jsonReport}, {"--html-report", f.html}} {
-		if r.path == "" {
-			continue
-		}
-		if err := checkReportPath(r.path); err != nil {
-			return usageError(fs, "%s %s: %v", r.flag, r.path, err)
-		}
+	if err := f.reports().check(fs); err != nil {
+		return err
 	}
 	if f.requireAPIVersion < 0 {
 		return usageError(fs, "--require-api-version %d: want 0 (none) or a positive api_version", f.requireAPIVersion)
@@ -283,7 +278,7 @@ func (c *certifyRun) certify(ctx context.Context) error {
 		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, LeftInCloud: left,
 	})
 	c.writeText(rep, tb != nil)
-	if err := c.writeReports(rep); err != nil {
+	if err := c.f.reports().write(rep); err != nil {
 		return err
 	}
 	switch rep.Verdict {
@@ -356,26 +351,6 @@ func (c *certifyRun) writeText(rep *suites.CertifyReport, embedded bool) {
 		color = "green"
 	}
 	fmt.Fprintf(u.out, "%s: %s (%s)\n", u.paint(verdict, color), rep.VerdictReason, time.Duration(rep.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
-}
-
-// writeReports writes the report files asked for.
-func (c *certifyRun) writeReports(rep *suites.CertifyReport) error {
-	for _, r := range []struct {
-		path  string
-		write func(io.Writer) error
-	}{
-		{c.f.jsonReport, rep.WriteJSON},
-		{c.f.junit, rep.WriteJUnit},
-		{c.f.html, func(w io.Writer) error { return suites.WriteHTML(w, rep) }},
-	} {
-		if r.path == "" {
-			continue
-		}
-		if err := writeFile(r.path, r.write); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func writeFile(path string, write func(io.Writer) error) error {

@@ -49,6 +49,9 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "cpilab certify-flex: --backend must be %s or %s, not %q\n", flex.BackendBOSH, flex.BackendNone, f.backend)
 		return exitError(2)
 	}
+	if err := f.reports().check(fs); err != nil {
+		return err
+	}
 	driver, own, err := findFlexDriver(f.driver)
 	if err != nil {
 		return err
@@ -88,20 +91,8 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	rep := suites.NewCertifyReport(report, suites.ReportRun{Target: driver, Command: os.Args,
 		Notes: []string{"FlexVolume driver certification, backend " + f.backend}, Started: start, Duration: elapsed,
 		Rerun: flexRerunCommand(f)})
-	for _, r := range []struct {
-		path  string
-		write func(io.Writer) error
-	}{
-		{f.jsonReport, rep.WriteJSON},
-		{f.junit, rep.WriteJUnit},
-		{f.html, func(w io.Writer) error { return suites.WriteHTML(w, rep) }},
-	} {
-		if r.path == "" {
-			continue
-		}
-		if err := writeFile(r.path, r.write); err != nil {
-			return err
-		}
+	if err := f.reports().write(rep); err != nil {
+		return err
 	}
 	switch {
 	case len(fails) > 0 || sum.Failed > 0 || !report.SuiteSucceeded:

@@ -96,4 +96,8 @@ func TestCertifyFlexUsageErrors(t *testing.T) {
 	if code, _, errs := certifyFlex(t, dir, "--driver", filepath.Join(dir, "no-such-driver")); code == 0 || !strings.Contains(errs, "--driver") {
 		t.Errorf("--driver missing: exit %d, stderr %q", code, errs)
 	}
+	// A report that could not be written after the run is refused before it.
+	if code, _, errs := certifyFlex(t, dir, "--html-report", filepath.Join(dir, "missing", "r.html")); code != 2 || !strings.Contains(errs, "missing does not exist (create it first)") {
+		t.Errorf("--html-report into a missing directory: exit %d, stderr %q", code, errs)
+	}
 }
