@@ -658,15 +658,19 @@ func TestKillAtEveryStep(t *testing.T) {
 		points = slices.DeleteFunc(points, func(p crashPoint) bool { return p.String() != s })
 	}
 	t.Logf("%d crash points in %d jobs' steps", len(points), len(dry.stages))
+	// Each crash point is its own simulation (own runtime, lab and store):
+	// they run in parallel, go test's -parallel at a time.
 	for _, p := range points {
-		run := runCrashPoint(t, seed, &p, director.Knobs{})
-		if run.killedAt != p.String() {
-			t.Errorf("%s: the run never reached it (killed at %q)", p, run.killedAt)
-			continue
-		}
-		if len(run.mismatch) > 0 {
-			t.Errorf("kill -9 at %s: the records differ from the cloud:\n  %s", p, strings.Join(run.mismatch, "\n  "))
-		}
+		t.Run(p.String(), func(t *testing.T) {
+			t.Parallel()
+			run := runCrashPoint(t, seed, &p, director.Knobs{})
+			if run.killedAt != p.String() {
+				t.Fatalf("%s: the run never reached it (killed at %q)", p, run.killedAt)
+			}
+			if len(run.mismatch) > 0 {
+				t.Errorf("kill -9 at %s: the records differ from the cloud:\n  %s", p, strings.Join(run.mismatch, "\n  "))
+			}
+		})
 	}
 }
 
