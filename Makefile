@@ -8,7 +8,7 @@ FUZZTIME  ?= 10s
 # The commit `cpilab --version` reports when the toolchain does not stamp it.
 COMMIT    := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 
-.PHONY: all build test test-steps certify bench fuzz vet fmt clean interop deps
+.PHONY: all build test test-steps catalog certify bench fuzz vet fmt clean interop deps
 
 all: build
 
@@ -35,6 +35,12 @@ test-steps:
 
 certify: build
 	$(BIN)/cpilab certify
+
+# make catalog: every bug of fixtures/buggycpi in a default certify run (make
+# test certifies a bug whose clause lives in some areas with only those areas'
+# specs and every context's setup and clean-up; see cmd/cpilab/catalog_test.go).
+catalog: build
+	CPILAB_CATALOG_FULL=1 $(GO) test -count=1 -timeout 40m -run '^TestCertifyCatalog$$' -v ./cmd/cpilab/
 
 vet:
 	$(GO) vet $(PKGS)
