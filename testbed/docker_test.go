@@ -54,7 +54,6 @@ func TestDockerConfigAndStemcell(t *testing.T) {
 	}
 }
 
-
 // The real Docker CPI on the Docker testbed, as the Director drives it:
 // the agent boots from the file the CPI wrote, comes back after attach_disk
 // recreated its container, binds the volume at /var/vcap/store, and the
