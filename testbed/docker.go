@@ -171,8 +171,13 @@ func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 		},
 		Env: suites.Environment{
 			Stemcells: stemcells,
-			// Docker volumes have no size: the Docker CPI ignores it.
-			DiskSizeMiB: 64, ResizeToMiB: 128,
+			// Docker volumes have no size and the Docker CPI passes none;
+			// the face backs each volume with a disk of
+			// dockerapi.DefaultVolumeSizeMiB. Asking for that size keeps
+			// create_disk's own check about the disk it made; the specs
+			// asking for other sizes (resize, the parallel spec's sizes)
+			// show that the size is ignored.
+			DiskSizeMiB: dockerapi.DefaultVolumeSizeMiB, ResizeToMiB: 2 * dockerapi.DefaultVolumeSizeMiB,
 			Networks: cpiv2.Networks{"default": {Type: "manual", IP: "10.244.0.5", Netmask: "255.255.255.0",
 				Gateway: "10.244.0.1", DNS: []string{"10.244.0.2"}, Default: []string{"dns", "gateway"}, CloudProperties: netProps}},
 		},
