@@ -147,7 +147,8 @@ func stemcellTarball(image []byte) ([]byte, error) {
 // DockerSuiteConfig returns a suites.Config that certifies the BOSH Docker
 // CPI run by command on this testbed's Docker face: its one config for
 // every setup (it has neither a registry nor debug.cpi.api_version, so the
-// rows that need another setup are not checked, saying so), stemcells in
+// setups capped at api_version 1 are not checked, saying so, and those
+// needing api_version 3 say that its info reports 2), stemcells in
 // its tarball shape, a manual network on DockerNetwork, and the oracle,
 // agents, SFTP access and faults seen through the face (DockerOracle).
 func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
@@ -167,7 +168,12 @@ func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 	cfg := suites.Config{
 		CPI: suites.Target{
 			Command:    command,
-			ConfigPath: func(suites.Switch) (string, error) { return cfgPath, nil },
+			ConfigPath: func(s suites.Switch) (string, error) {
+				if s.APIVersionCap == 1 {
+					return "", fmt.Errorf("%w: the BOSH Docker CPI has no debug.cpi.api_version to cap it at 1 (its info always reports api_version 2)", suites.ErrCannotSwitch)
+				}
+				return cfgPath, nil
+			},
 		},
 		Env: suites.Environment{
 			Stemcells: stemcells,
