@@ -167,7 +167,7 @@ func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 	netProps := cpiv2.MustCloudProps(map[string]string{"name": DockerNetwork})
 	cfg := suites.Config{
 		CPI: suites.Target{
-			Command:    command,
+			Command: command,
 			ConfigPath: func(s suites.Switch) (string, error) {
 				if s.APIVersionCap == 1 {
 					return "", fmt.Errorf("%w: the BOSH Docker CPI has no debug.cpi.api_version to cap it at 1 (its info always reports api_version 2)", suites.ErrCannotSwitch)
