@@ -68,6 +68,23 @@ type Config struct {
 	// CID before virtio's by-id look-up (agent.json
 	// Platform.Linux.DiskIDTransform*; see ResolverConfig).
 	DiskIDTransformPattern, DiskIDTransformReplacement string
+	// SettingsFile, when set, is the guest path of a settings file the CPI
+	// writes into the VM, e.g. WardenSettingsFile for the Warden and Docker
+	// CPIs (bosh-agent's File settings source). The agent then reads that
+	// file only, never the metadata service or the registry, at Start and
+	// whenever it reloads its settings. Until the file exists Start fails
+	// with an error wrapping ErrNoSettingsFile, and Fleet.Start keeps trying
+	// (the CPI writes it after the VM has booted). Default "": the metadata
+	// service and the registry.
+	SettingsFile string
+	// BindMountPersistentDisk says persistent disks are directories of the
+	// VM (a Warden or Docker CPI binds a volume at /warden-cpi-dev/<disk>),
+	// not block devices: mount_disk binds the resolved directory at the
+	// mount point instead of mounting a device, as bosh-agent does with its
+	// Platform.Linux options BindMountPersistentDisk and
+	// UsePreformattedPersistentDisk (the warden and docker stemcells' agent
+	// configuration). Default false: block devices.
+	BindMountPersistentDisk bool
 	// Knobs restore bosh-agent's behaviour where cpilab deliberately
 	// differs (all false: cpilab's behaviour).
 	Knobs Knobs
@@ -164,6 +181,11 @@ func Start(cfg Config) (*Agent, error) {
 	if cfg.Mode != ModeNormal && cfg.Mode != ModeOld {
 		return nil, fmt.Errorf("agent: unknown mode %q (want normal or old)", cfg.Mode)
 	}
+	if cfg.SettingsFile != "" {
+		if err := CheckGuestPath("Config.SettingsFile", cfg.SettingsFile); err != nil {
+			return nil, err
+		}
+	}
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("agent: VM root: %w", err)
@@ -199,6 +221,9 @@ func start(cfg Config, fsRoot *vmroot.Root) (*Agent, error) {
 		return nil, err
 	}
 	for _, d := range []string{"/var/vcap/bosh", storeDir} {
+		if d == storeDir && a.isBindLink(d) {
+			continue // a directory disk bound there before a restart
+		}
 		if err := a.root.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("agent: preparing %s: %w", d, err)
 		}
@@ -294,7 +319,7 @@ func (a *Agent) Settings() Settings {
 }
 
 // SettingsSource says where the current settings came from: SourceMetadata,
-// SourceRegistry or SourceCache.
+// SourceRegistry, SourceFile or SourceCache.
 func (a *Agent) SettingsSource() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

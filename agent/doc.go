@@ -5,7 +5,10 @@
 // On Start it reads its settings as the stemcell's agent would: a v2 agent
 // (StemcellAPIVersion ≥ 2) asks the metadata service for user-data and uses
 // it when it holds agent_id, else follows it to the registry; a v1 agent
-// asks the registry only. Settings are cached in var/vcap/bosh/settings.json
+// asks the registry only. With Config.SettingsFile it reads only that file
+// in the root, as bosh-agent's File settings source does on warden and
+// docker stemcells (WardenSettingsFile, written by the Warden and Docker
+// CPIs after the VM boots: Fleet.Start waits for it). Settings are cached in var/vcap/bosh/settings.json
 // and the cache is used when fetching fails. Persistent disk hints are kept
 // in var/vcap/bosh/persistent_disk_hints.json as upstream keeps them.
 //
@@ -14,7 +17,10 @@
 // mount_disk, unmount_disk, list_disk, add_dynamic_disk,
 // remove_dynamic_disk and the cpilab extension dynamic_disk_usage. Any
 // other method answers "unknown message <m>", as does every dynamic disk
-// method in ModeOld. Mounts are only recorded (var/vcap/bosh/mounts.json).
+// method in ModeOld. Mounts are only recorded (var/vcap/bosh/mounts.json),
+// except directory disks (Config.BindMountPersistentDisk: a Docker CPI's
+// volume bound at /warden-cpi-dev/<disk>), which mount_disk binds at the
+// mount point as a relative symlink, so the guest's files land on the disk.
 // add_dynamic_disk reloads the settings, resolves the device and links
 // var/vcap/data/dynamic_disks/<disk cid> (a 0700 directory) to it, relative
 // to the link ("../../../../dev/sdc"); remove_dynamic_disk removes it.

@@ -14,6 +14,10 @@ type Mount struct {
 	// MountPoint is /var/vcap/store, or /var/vcap/store_migration_target
 	// for a second disk during a migration.
 	MountPoint string `json:"mount_point"`
+	// Bind is true for a directory disk bound at MountPoint
+	// (Config.BindMountPersistentDisk): MountPoint is then a link to
+	// Device, a directory.
+	Bind bool `json:"bind,omitempty"`
 }
 
 func (a *Agent) readHintsLocked() (map[string]DiskSettings, error) {
@@ -95,7 +99,9 @@ func (a *Agent) persistentDiskLocked(cid string) (DiskSettings, error) {
 	return DiskSettings{}, fmt.Errorf("Persistent disk with volume id '%s' could not be found", cid)
 }
 
-// mountDisk resolves the disk's device and records it as mounted.
+// mountDisk resolves the disk's device and records it as mounted; a
+// directory disk (Config.BindMountPersistentDisk) is also bound at the
+// mount point (bindmount.go).
 func (a *Agent) mountDisk(args []json.RawMessage) (any, error) {
 	cid, err := a.cidArg(MethodMountDisk, args)
 	if err != nil {
@@ -122,7 +128,8 @@ func (a *Agent) mountDisk(args []json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m, ok := mounts[cid]; ok && m.Device == dev {
+	bind := a.cfg.BindMountPersistentDisk
+	if m, ok := mounts[cid]; ok && m.Device == dev && (!bind || a.isBindLink(m.MountPoint)) {
 		return map[string]string{}, nil
 	}
 	used := map[string]bool{}
@@ -138,7 +145,12 @@ func (a *Agent) mountDisk(args []json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("Mounting persistent disk %s: %s and %s are both in use", cid, storeDir, migrationDir)
 		}
 	}
-	mounts[cid] = Mount{Device: dev, MountPoint: mp}
+	if bind {
+		if err := a.bindLocked(cid, dev, mp); err != nil {
+			return nil, fmt.Errorf("Mounting persistent disk %s: %w", cid, err)
+		}
+	}
+	mounts[cid] = Mount{Device: dev, MountPoint: mp, Bind: bind}
 	if err := a.writeJSON(mountsPath, mounts); err != nil {
 		return nil, err
 	}
@@ -163,6 +175,11 @@ func (a *Agent) unmountDisk(args []json.RawMessage) (any, error) {
 	m, ok := mounts[cid]
 	if !ok {
 		return map[string]string{"message": fmt.Sprintf("Partition of %s is not mounted", cid)}, nil
+	}
+	if m.Bind {
+		if err := a.unbindLocked(m.MountPoint); err != nil {
+			return nil, err
+		}
 	}
 	delete(mounts, cid)
 	if err := a.writeJSON(mountsPath, mounts); err != nil {

@@ -187,10 +187,18 @@ func registryURL(endpoint, instance string) string {
 	return strings.TrimRight(endpoint, "/") + "/instances/" + url.PathEscape(instance) + "/settings"
 }
 
-// fetchSettings reads settings as the configured stemcell's agent would: a
+// fetchSettings reads settings as the configured stemcell's agent would:
+// from Config.SettingsFile when set (the Warden and Docker CPIs), else a
 // v2 agent tries the metadata service and uses it when it holds agent_id,
 // else it follows the registry pointer; a v1 agent asks the registry only.
 func (a *Agent) fetchSettings() (Settings, string, error) {
+	if a.cfg.SettingsFile != "" {
+		s, err := a.readSettingsFile()
+		if err != nil {
+			return Settings{}, "", err
+		}
+		return s, SourceFile, nil
+	}
 	endpoint, instance := a.cfg.RegistryURL, a.cfg.VMCID
 	var errs []error
 	if a.cfg.StemcellAPIVersion >= 2 && a.cfg.MetadataURL != "" {

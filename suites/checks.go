@@ -182,11 +182,27 @@ func (st *state) checkParallel(ctx SpecContext) {
 		seen[r.cid] = i
 	}
 	if o := st.cfg.Oracle; o != nil {
+		sizes := map[int]bool{}
+		var wrong []string
+		var first *Exchange
 		for _, r := range res {
 			od, ok, err := o.Disk(ctx, r.cid)
+			sizes[od.SizeMiB] = true
 			if err != nil || !ok || od.SizeMiB < r.size || od.SizeMiB > roundUpGiB(r.size) {
-				violate(violation(ClauseParallel, fmt.Sprintf("create_disk of %d MiB returned %s, which the IaaS holds as %d MiB (oracle: ok=%v, %v): results crossed", r.size, r.cid, od.SizeMiB, ok, err), r.x))
+				wrong = append(wrong, fmt.Sprintf("create_disk of %d MiB returned %s, which the IaaS holds as %d MiB (oracle: ok=%v, %v)", r.size, r.cid, od.SizeMiB, ok, err))
+				if first == nil {
+					first = r.x
+				}
 			}
+		}
+		switch {
+		case len(wrong) == 0:
+		case len(sizes) == 1 && n > 1:
+			// Every disk has the same size although each asked for its own:
+			// not crossed results, a CPI that does not pass the size on.
+			violate(violation(ClauseParallel, fmt.Sprintf("the IaaS holds all %d disks at one size whatever create_disk asked for: the CPI ignores the size (%s)", n, strings.Join(wrong, "; ")), first))
+		default:
+			violate(violation(ClauseParallel, strings.Join(wrong, "; ")+": results crossed", first))
 		}
 	}
 	deletes := make([]*Exchange, n)

@@ -279,9 +279,10 @@ type sftpFS struct {
 
 func (s sftpFS) Readlink(p string) (string, error) { return s.c.ReadLink(p) }
 
-// WriteAt writes into an existing file (a device) without truncating it.
+// WriteAt writes into a file (a device, or a file on a directory disk,
+// created when absent) without truncating it.
 func (s sftpFS) WriteAt(p string, data []byte, off int64) error {
-	f, err := s.c.OpenFile(p, os.O_WRONLY)
+	f, err := s.c.OpenFile(p, os.O_WRONLY|os.O_CREATE)
 	if err != nil {
 		return err
 	}

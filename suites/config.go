@@ -232,6 +232,11 @@ type OracleDisk struct {
 	// LUN is the disk's SCSI LUN (and SCSI target) on that VM; -1 when the
 	// IaaS has none.
 	LUN int
+	// Path, when set, is where the disk appears on that VM when it is a
+	// directory rather than a block device (a volume a Docker container
+	// binds, e.g. "/warden-cpi-dev/vol-1"): a hint must name it, and the
+	// data the suites write goes into a file inside it. "" for devices.
+	Path string
 }
 
 // OracleSettings is where a VM's agent settings are.
@@ -242,6 +247,12 @@ type OracleSettings struct {
 	RegistryWrites int
 	// UserData is the user-data the CPI gave at create_vm (nil: none).
 	UserData json.RawMessage
+	// InVM, when set, is the path of the settings file a CPI writes into
+	// the VM itself (the Warden and Docker CPIs), File its content (nil
+	// while not written). Such a CPI uses neither the registry nor
+	// user-data, so the reference table's settings steps do not apply.
+	InVM string
+	File json.RawMessage
 }
 
 // Agents talks to agents over the mbus (the agent protocol).

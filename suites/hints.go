@@ -59,14 +59,19 @@ func (st *state) checkHintDevices(ctx SpecContext, stemcell string, sv int, ever
 }
 
 // registryHint returns the hint an api_version 1 attach_disk wrote into the
-// registry settings of vmCID (disks.persistent), as a v1 agent reads it.
+// registry settings of vmCID (disks.persistent), as a v1 agent reads it (or
+// into the settings file in the VM, for a CPI that writes one).
 func (st *state) registryHint(ctx SpecContext, vmCID, disk string, x *Exchange) cpiv2.DiskHint {
 	GinkgoHelper()
 	s, err := st.cfg.Oracle.Settings(ctx, vmCID)
 	if err != nil {
 		Fail(fmt.Sprintf("oracle settings: %v", err))
 	}
-	if s.Registry == nil {
+	where, settings := "the registry settings", s.Registry
+	if s.InVM != "" { // a CPI that writes the settings into the VM
+		where, settings = s.InVM, s.File
+	}
+	if settings == nil {
 		notChecked("at api_version 1 the hint travels in the registry, and this setup has no registry settings for the VM")
 	}
 	var set struct {
@@ -74,10 +79,10 @@ func (st *state) registryHint(ctx SpecContext, vmCID, disk string, x *Exchange) 
 			Persistent map[string]json.RawMessage `json:"persistent"`
 		} `json:"disks"`
 	}
-	_ = json.Unmarshal(s.Registry, &set)
+	_ = json.Unmarshal(settings, &set)
 	raw, ok := set.Disks.Persistent[disk]
 	if !ok {
-		violate(violation(ClauseAgentDisk, fmt.Sprintf("at api_version 1 attach_disk must record disk %s in the registry settings (disks.persistent), they are %s", disk, excerpt(s.Registry)), x))
+		violate(violation(ClauseAgentDisk, fmt.Sprintf("at api_version 1 attach_disk must record disk %s in %s (disks.persistent), they are %s", disk, where, excerpt(settings)), x))
 	}
 	var h cpiv2.DiskHint
 	if err := h.UnmarshalJSON(raw); err != nil {
@@ -90,7 +95,8 @@ func (st *state) registryHint(ctx SpecContext, vmCID, disk string, x *Exchange) 
 // checked reports whether h holds anything comparable (path, id, volume_id,
 // lun), wrong says what names another device ("" when all agree).
 //
-// A path names the device when it is /dev/<device>, the same letter under
+// A path names the device when it is /dev/<device> (the bind directory
+// od.Path for a directory disk), the same letter under
 // another of the sd/xvd/vd prefixes (the agent maps between them), or a
 // by-id link of the disk. An id names the disk when it is the disk CID or
 // its first 20 characters (a virtio serial). volume_id (in a hash hint) and
@@ -98,7 +104,13 @@ func (st *state) registryHint(ctx SpecContext, vmCID, disk string, x *Exchange) 
 func hintNames(h cpiv2.DiskHint, od OracleDisk, diskCID string) (checked bool, wrong string) {
 	var why []string
 	lun := strconv.Itoa(od.LUN)
-	if h.Path != "" {
+	if h.Path != "" && od.Path != "" {
+		// A directory disk: the hint's path is where it is bound.
+		checked = true
+		if h.Path != od.Path {
+			why = append(why, fmt.Sprintf("path %q is not %s, where the IaaS bound the disk", h.Path, od.Path))
+		}
+	} else if h.Path != "" {
 		checked = true
 		if !pathNames(h.Path, od.Device, diskCID) {
 			why = append(why, fmt.Sprintf("path %q is not /dev/%s", h.Path, od.Device))

@@ -179,6 +179,7 @@ func matrixRow(cfg *Config, r Row) {
 			if err != nil {
 				Fail(fmt.Sprintf("oracle settings: %v", err))
 			}
+			settingsInVM(s)
 			switch {
 			case r.Registry && s.Registry == nil:
 				violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry must hold the settings of %s, it holds none", r.Name, rr.vm1.CID), rr.vm1.X))
@@ -195,6 +196,7 @@ func matrixRow(cfg *Config, r Row) {
 			if err != nil {
 				Fail(fmt.Sprintf("oracle settings: %v", err))
 			}
+			settingsInVM(s)
 			got := agentIDOf(s.UserData)
 			switch {
 			case r.UserData && got != rr.vm1.AgentID:
@@ -228,7 +230,11 @@ func matrixRow(cfg *Config, r Row) {
 				if err != nil || !ok {
 					Fail(fmt.Sprintf("oracle disk %s: ok=%v err=%v", rr.disk, ok, err))
 				}
-				if od.AttachedTo != rr.vm1.CID || path.Base(rr.target) != od.Device {
+				wantDev := path.Base(rr.target) == od.Device
+				if od.Path != "" { // a directory disk: the link leads to its bind directory
+					wantDev = rr.target == od.Path
+				}
+				if od.AttachedTo != rr.vm1.CID || !wantDev {
 					violate(violation(ClauseSymlink, fmt.Sprintf("the link on %s leads to %s, but the IaaS attached %s as %q on %q", rr.vm1.CID, rr.target, rr.disk, od.Device, od.AttachedTo), nil))
 				}
 			}
@@ -241,8 +247,9 @@ func matrixRow(cfg *Config, r Row) {
 				notChecked("step 5 did not find the link on the first VM")
 			}
 			rr.marker = []byte(st.names.next("marker") + "\n")
+			file, off := rr.markerFile(ctx, rr.target)
 			fs := rr.open(ctx, rr.vm1)
-			if err := fs.WriteAt(rr.target, rr.marker, markerOffset); err != nil {
+			if err := fs.WriteAt(file, rr.marker, off); err != nil {
 				fs.Close()
 				Fail(fmt.Sprintf("writing through %s on %s over SFTP: %v", rr.target, rr.vm1.CID, err))
 			}
@@ -255,7 +262,8 @@ func matrixRow(cfg *Config, r Row) {
 			fs2 := rr.open(ctx, rr.vm2)
 			defer fs2.Close()
 			target2 := rr.readLink(fs2, rr.vm2)
-			got, err := fs2.ReadAt(target2, len(rr.marker), markerOffset)
+			file2, off2 := rr.markerFile(ctx, target2)
+			got, err := fs2.ReadAt(file2, len(rr.marker), off2)
 			if err != nil {
 				Fail(fmt.Sprintf("reading %s on %s over SFTP: %v", target2, rr.vm2.CID, err))
 			}
@@ -265,6 +273,18 @@ func matrixRow(cfg *Config, r Row) {
 		})
 
 	})
+}
+
+// markerFile is where step 6 writes its marker through the link target:
+// the device itself at markerOffset, or, for a directory disk (the
+// oracle's OracleDisk.Path), a file inside the directory.
+func (rr *rowRun) markerFile(ctx context.Context, target string) (string, int64) {
+	if o := rr.st.cfg.Oracle; o != nil {
+		if od, ok, err := o.Disk(ctx, rr.disk); err == nil && ok && od.Path != "" {
+			return path.Join(target, "cpilab-marker"), 0
+		}
+	}
+	return target, markerOffset
 }
 
 func (rr *rowRun) skipIfRefused() {
@@ -326,10 +346,16 @@ func (rr *rowRun) attachAndResolve(ctx context.Context, v vm) json.RawMessage {
 	a := rr.agents()
 	rr.ping(ctx, v)
 	_, x := st.attach(ctx, st.shared, v.CID, rr.disk)
+	// The Director waits for the agent after attach_disk before it talks
+	// to it (attach_disk_step.rb, mount_disk_step.rb: wait_until_ready): a
+	// CPI may restart the VM to attach (the Docker CPI recreates it).
+	delete(rr.agentReady, v.CID)
+	rr.ping(ctx, v)
 	hint := x.Response.Result
 	if st.client.APIVersion < 2 {
 		// At api_version 1 the hint reaches the agent through the registry
-		// settings (disks.persistent), as a v1 agent reads it.
+		// settings (disks.persistent), as a v1 agent reads it, or through
+		// the settings file a CPI writes into the VM.
 		if st.cfg.Oracle == nil {
 			notChecked("at api_version 1 the hint is in the registry, which cannot be read without an oracle")
 		}
@@ -337,15 +363,19 @@ func (rr *rowRun) attachAndResolve(ctx context.Context, v vm) json.RawMessage {
 		if err != nil {
 			Fail(fmt.Sprintf("oracle settings: %v", err))
 		}
+		where, settings := "the registry settings", s.Registry
+		if s.InVM != "" {
+			where, settings = s.InVM, s.File
+		}
 		var set struct {
 			Disks struct {
 				Persistent map[string]json.RawMessage `json:"persistent"`
 			} `json:"disks"`
 		}
-		_ = json.Unmarshal(s.Registry, &set)
+		_ = json.Unmarshal(settings, &set)
 		h, ok := set.Disks.Persistent[rr.disk]
 		if !ok {
-			violate(violation(ClauseAgentDisk, fmt.Sprintf("at api_version 1 attach_disk must record the disk in the registry settings (disks.persistent), they are %s", excerpt(s.Registry)), x))
+			violate(violation(ClauseAgentDisk, fmt.Sprintf("at api_version 1 attach_disk must record the disk in %s (disks.persistent), they are %s", where, excerpt(settings)), x))
 		}
 		hint = h
 	}
@@ -434,6 +464,17 @@ func (rr *rowRun) teardownMethods() []string {
 		return []string{cpiv2.MethodDeleteStemcell}
 	}
 	return []string{cpiv2.MethodDetachDisk, cpiv2.MethodDeleteVM, cpiv2.MethodDeleteDisk, cpiv2.MethodDeleteStemcell}
+}
+
+// settingsInVM skips a settings step for a CPI that writes the agent
+// settings into the VM itself (a file: the Warden and Docker CPIs): the
+// registry and user-data of the reference table do not apply to it. The
+// agent steps still check that the agent booted from that file.
+func settingsInVM(s OracleSettings) {
+	GinkgoHelper()
+	if s.InVM != "" {
+		notChecked(fmt.Sprintf("the CPI writes the agent settings into the VM (%s), neither into a registry nor into user-data; the agent steps check it boots from them", s.InVM))
+	}
 }
 
 // agentIDOf returns the agent_id of a settings document ("" when none).

@@ -86,7 +86,8 @@ func (t *Tracker) Resources() []Resource {
 // dependency: attachments are detached, then snapshots, VMs, disks and
 // stemcells are deleted, each kind newest first; the deletions of one kind
 // run in parallel (they are independent resources, as the Director deletes
-// instances in parallel).
+// instances in parallel), except the detaches from one VM, which run one
+// after the other (the Director holds the VM's lock for each).
 func (t *Tracker) Cleanup(ctx context.Context) error {
 	t.mu.Lock()
 	res := slices.Clone(t.res)
@@ -96,19 +97,35 @@ func (t *Tracker) Cleanup(ctx context.Context) error {
 	var errs []error
 	var mu sync.Mutex
 	for _, kind := range []Kind{KindAttachment, KindSnapshot, KindVM, KindDisk, KindStemcell} {
-		var wg sync.WaitGroup
-		for _, r := range res {
+		// Detaches from one VM run one after the other, as the Director's
+		// VM lock has them; everything else in parallel.
+		lanes := map[string][]Resource{}
+		var order []string
+		for i, r := range res {
 			if r.Kind != kind {
 				continue
 			}
+			lane := fmt.Sprint(i)
+			if kind == KindAttachment {
+				lane = "vm " + r.VM
+			}
+			if _, ok := lanes[lane]; !ok {
+				order = append(order, lane)
+			}
+			lanes[lane] = append(lanes[lane], r)
+		}
+		var wg sync.WaitGroup
+		for _, lane := range order {
 			wg.Go(func() {
-				if err := t.delete(ctx, r); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("cleaning up %s: %w", r, err))
-					mu.Unlock()
-					t.mu.Lock()
-					t.failed = append(t.failed, r)
-					t.mu.Unlock()
+				for _, r := range lanes[lane] {
+					if err := t.delete(ctx, r); err != nil {
+						mu.Lock()
+						errs = append(errs, fmt.Errorf("cleaning up %s: %w", r, err))
+						mu.Unlock()
+						t.mu.Lock()
+						t.failed = append(t.failed, r)
+						t.mu.Unlock()
+					}
 				}
 			})
 		}

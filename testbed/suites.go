@@ -257,6 +257,9 @@ func (a Agents) Ping(ctx context.Context, agentID string) error {
 }
 
 func (a Agents) vmOf(ctx context.Context, agentID string) string {
+	if a.t.Docker != nil {
+		return a.t.dockerVMOf(agentID)
+	}
 	s, err := a.t.IaaS.Cloud().State(ctx)
 	if err != nil {
 		return ""

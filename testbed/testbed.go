@@ -16,6 +16,7 @@ import (
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/agent/boothook"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fakeiaas/dockerapi"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
 	"github.com/cpilab/cpilab/fakeiaas/vmssh"
 	"github.com/cpilab/cpilab/mbus"
@@ -51,6 +52,15 @@ type Config struct {
 	// Listen is fakeiaas's loopback address (default "127.0.0.1:0", a free
 	// port).
 	Listen string
+	// Docker also serves fakeiaas's Docker Engine API face on a unix
+	// socket in Dir (Testbed.Docker), for the BOSH Docker CPI
+	// (DockerSuiteConfig), and boots every VM's agent as a docker
+	// stemcell's: settings from the file the Docker CPI writes into the VM,
+	// persistent disks as bind-mounted directories. Default false.
+	Docker bool
+	// DockerDefect breaks the Docker face on purpose (tests that show a
+	// certification catches a lying cloud). Default none.
+	DockerDefect dockerapi.Defect
 	// PollInterval is how often the testbed's waits look again: the agents'
 	// boot retries and device polls, and the mbus client's get_task polls
 	// (default 5 ms: everything is local, and a certify run makes hundreds
@@ -63,11 +73,13 @@ type Config struct {
 // registry, metadata service, oracle, faults), an embedded NATS mbus, one
 // reference agent per VM, and an SSH/SFTP server onto the VM roots.
 type Testbed struct {
-	cfg     Config
-	ownDir  bool
-	IaaS    *fakeiaas.Server
-	NATS    *mbus.Embedded
-	SSH     *vmssh.Server
+	cfg    Config
+	ownDir bool
+	IaaS   *fakeiaas.Server
+	NATS   *mbus.Embedded
+	SSH    *vmssh.Server
+	// Docker is the Docker face (nil unless Config.Docker).
+	Docker  *dockerapi.Server
 	signer  ssh.Signer
 	keys    *vmssh.AuthorizedKeys
 	agents  *agent.Fleet // nil with NoAgents
@@ -127,8 +139,11 @@ func Start(cfg Config) (tb *Testbed, err error) {
 		// Each agent fetches its settings over HTTP and joins the NATS URL
 		// they name, as an agent on a real VM does.
 		t.agents = agent.NewFleet(nil)
-		hooks = boothook.New(boothook.Config{Fleet: t.agents,
-			Base: agent.Config{DeviceTimeout: cfg.AgentDeviceTimeout, DevicePollInterval: cfg.PollInterval},
+		base := agent.Config{DeviceTimeout: cfg.AgentDeviceTimeout, DevicePollInterval: cfg.PollInterval}
+		if cfg.Docker {
+			base = dockerAgentBase(base)
+		}
+		hooks = boothook.New(boothook.Config{Fleet: t.agents, Base: base,
 			Boot: agent.BootOptions{Retry: cfg.PollInterval, Timeout: cfg.AgentBootTimeout}})
 	}
 	t.IaaS, err = fakeiaas.Serve(fakeiaas.ServeConfig{
@@ -141,6 +156,11 @@ func Start(cfg Config) (tb *Testbed, err error) {
 	// A cloud reopened from Dir holds running VMs: their agents come up too.
 	if err := t.IaaS.Cloud().BootAll(); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if cfg.Docker {
+		if err := t.startDocker(); err != nil {
+			return nil, err
+		}
 	}
 	if t.mbusTr, err = mbus.Connect(mbus.NATSConfig{URL: t.NATS.URL(), Name: "cpilab-director"}); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
@@ -179,6 +199,12 @@ func (t *Testbed) startSSH() error {
 			return string(key.Marshal()) == string(pub.Marshal())
 		},
 		RootFor: func(vmCID string) (string, bool) {
+			if t.Docker != nil {
+				// On the Docker face a VM CID is a container name.
+				if vm, ok := t.Docker.Face().ContainerVM(vmCID); ok {
+					vmCID = vm.String()
+				}
+			}
 			root := filepath.Join(dataDir, "vms", vmCID, "root")
 			if filepath.Base(vmCID) != vmCID {
 				return "", false
@@ -216,6 +242,9 @@ func (t *Testbed) Close() error {
 	}
 	if t.SSH != nil {
 		errs = append(errs, t.SSH.Close())
+	}
+	if t.Docker != nil {
+		errs = append(errs, t.Docker.Close())
 	}
 	if t.mbusCli != nil {
 		errs = append(errs, t.mbusCli.Close())

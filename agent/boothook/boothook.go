@@ -24,7 +24,7 @@ type Config struct {
 	// Fleet runs the agents (required).
 	Fleet *agent.Fleet
 	// Base is every agent's configuration; the VM's own fields (Root,
-	// VMCID, AgentID, StemcellAPIVersion, DeviceResolver, registry
+	// VMCID, AgentID unless Base.SettingsFile is set, StemcellAPIVersion, DeviceResolver, registry
 	// credentials, and the metadata and registry URLs) come from the
 	// BootInfo. Base's MetadataURL and RegistryURL, when set, replace the
 	// BootInfo's: an in-process Fetcher (agent.HandlerFetcher) answers any
@@ -72,7 +72,13 @@ func (h *Hooks) SetMode(m agent.Mode) {
 // AgentConfig is the agent configuration for a booting VM.
 func (h *Hooks) AgentConfig(bi fakeiaas.BootInfo) agent.Config {
 	c := h.cfg.Base
-	c.Root, c.VMCID, c.AgentID = bi.Root, bi.VMCID, bi.AgentID
+	c.Root, c.VMCID = bi.Root, bi.VMCID
+	if c.SettingsFile == "" {
+		// With a settings file (Base.SettingsFile) the agent ID is the
+		// file's: the cloud's agent ID may be its own name for the VM (a
+		// Docker container's name).
+		c.AgentID = bi.AgentID
+	}
 	c.StemcellAPIVersion, c.DeviceResolver = bi.StemcellAPIVersion, bi.DeviceResolver
 	c.RegistryUser, c.RegistryPassword = bi.RegistryUser, bi.RegistryPassword
 	if c.MetadataURL == "" {

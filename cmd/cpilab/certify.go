@@ -27,7 +27,7 @@ func init() {
 // certifyFlags are certify's flags; they map onto suites.Config and
 // suites.RunOptions and nothing else.
 type certifyFlags struct {
-	cpi, config                           string
+	cpi, config, cloud                    string
 	labelFilter, focus, skip              string
 	junit, jsonReport, html               string
 	callTimeout, agentTimeout             time.Duration
@@ -42,7 +42,7 @@ type certifyFlags struct {
 }
 
 func (f *certifyFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.cpi, "cpi", "", "CPI executable `PATH` to certify on the embedded fake cloud, run as PATH -configPath FILE with the cpi.json cpilab writes (default: bin/fakeiaas-cpi next to cpilab, else fakeiaas-cpi on PATH); it must speak fakeiaas's API")
+	fs.StringVar(&f.cpi, "cpi", "", "CPI executable `PATH` to certify on the embedded fake cloud, run as PATH -configPath FILE with the config cpilab writes (default: bin/fakeiaas-cpi next to cpilab, else fakeiaas-cpi on PATH); it must speak fakeiaas's API, or with --cloud docker be the BOSH Docker CPI")
 	fs.StringVar(&f.config, "config", "", "YAML `FILE` describing a real cloud (CPI command and config, stemcells, cloud properties, networks; docs/cloud.yml); the oracle checks are then not checked")
 	fs.StringVar(&f.labelFilter, "label-filter", "", "run only the specs matching this Ginkgo label filter `EXPR`, e.g. 'area:errors && api:2'")
 	fs.StringVar(&f.focus, "focus", "", "run only the specs whose full text matches this `REGEXP` (each failure prints one)")
@@ -58,6 +58,7 @@ func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.expectSwitch, "expect-version-switch", false, "the CPI claims to honour debug.cpi.api_version: fail (instead of not checking) the rows it cannot be switched into (always on for the default reference CPI)")
 	fs.BoolVar(&f.verbose, "v", false, "stream Ginkgo's verbose output to stderr")
 	registerCertifyExtra(fs, f)
+	registerCertifyCloud(fs, f)
 }
 
 func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -90,6 +91,9 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func (f *certifyFlags) check(fs *flag.FlagSet) error {
 	if f.cpi != "" && f.config != "" {
 		return usageError(fs, "--cpi and --config exclude each other: --config names its own CPI command")
+	}
+	if err := f.checkCloud(fs); err != nil {
+		return err
 	}
 	if f.labelFilter != "" {
 		if _, err := types.ParseLabelFilter(f.labelFilter); err != nil {
@@ -200,17 +204,13 @@ func (c *certifyRun) certify(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		tb, err = testbed.Start(testbed.Config{})
-		if err != nil {
+		if tb, cfg, err = f.startCloud(cpi); err != nil {
 			return err
 		}
 		defer tb.Close()
-		if cfg, err = tb.SuiteConfig([]string{cpi}); err != nil {
-			return err
-		}
 		cfg.CPI.HonoursAPIVersionCap = isDefault || f.expectSwitch
 		c.target = cpi
-		c.notes = append(c.notes, fmt.Sprintf("embedded fakeiaas at %s, NATS at %s, SFTP at %s", tb.URL(), tb.MbusURL(), tb.SSH.Addr()))
+		c.notes = append(c.notes, f.cloudNote(tb))
 	}
 	// A cloud file's timeouts hold unless a flag says otherwise.
 	if f.config == "" || f.set["call-timeout"] || cfg.Timeouts.Call == 0 {
@@ -441,6 +441,7 @@ func rerunCommand(f certifyFlags, argv0 string) func(focus string) string {
 		if f.strict {
 			parts = append(parts, "--strict")
 		}
+		parts = append(parts, rerunCloud(f)...)
 		parts = append(parts, rerunExtra(f)...)
 		for _, g := range f.ginkgo {
 			if !ginkgoOutputOnly(g) {

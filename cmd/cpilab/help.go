@@ -30,18 +30,21 @@ const defaultExit = "0 success · 1 a check failed · 2 usage or harness error, 
 // alike.
 var helps = map[string]helpText{
 	"certify": {
-		usage: []string{"certify [--cpi PATH | --config FILE] [flags] [--ginkgo.FLAG[=VALUE] …]", "certify --list [--label-filter EXPR]"},
+		usage: []string{"certify [--cpi PATH [--cloud fakeiaas|docker] | --config FILE] [flags] [--ginkgo.FLAG[=VALUE] …]", "certify --list [--label-filter EXPR]"},
 		about: `Runs the CPI contract suite (every caller profile × api_version) and the Director × CPI × stemcell
 reference-table matrix against a CPI and says ACCEPTED or REJECTED. Each failure names the clause of
 docs/contracts.md that broke, what the CPI did instead (request, response, stderr) and a command that
 reruns only that spec. Without --config the CPI runs on the embedded fake cloud and must speak its API
-(the reference CPI does); a CPI for a real cloud is certified with --config (docs/real-cloud.md).
+(the reference CPI does), or, with --cloud docker, the Docker Engine API of its Docker face (the
+upstream BOSH Docker CPI; docs/docker.md); a CPI for a real cloud is certified with --config
+(docs/real-cloud.md).
 Ginkgo's own flags pass through as --ginkgo.NAME (e.g. --ginkgo.randomize-all, --ginkgo.seed 7,
 --ginkgo.json-report FILE for Ginkgo's raw report).`,
 		examples: []string{
 			"cpilab certify                                   # the reference CPI on the embedded cloud",
 			"cpilab certify --cpi ./bin/cpi --junit-report junit.xml --html-report report.html",
 			"cpilab certify --cpi ./bin/cpi --label-filter 'area:errors && api:2'",
+			"cpilab certify --cpi ./bosh-docker-cpi --cloud docker  # the upstream Docker CPI on the Docker face",
 			"cpilab certify --config cloud.yml --strict --require-api-version 2",
 			"cpilab certify --list --label-filter method:attach_disk",
 		},

@@ -156,6 +156,11 @@ func (f *Face) containerCreate(w http.ResponseWriter, r *http.Request) error {
 	bindVolumes := !(f.cfg.Defect == DefectUnboundOnRecreate && f.removed[name])
 	// Named volumes Docker would create on the fly.
 	for _, b := range binds {
+		if b.Volume && f.volumes[b.Source] == nil && f.creating[b.Source] != nil {
+			return errorf(http.StatusConflict, "volume %s is being created by another request; try again", b.Source)
+		}
+	}
+	for _, b := range binds {
 		if b.Volume && f.volumes[b.Source] == nil {
 			if _, err := f.createVolumeLocked(r, b.Source, nil); err != nil {
 				return err

@@ -96,7 +96,8 @@ type Face struct {
 	cloud *fakeiaas.Cloud
 
 	// mu guards everything below. Engine calls are made with it held
-	// (the engine never calls back into the face).
+	// (the engine never calls back into the face), except a volume
+	// create's create_disk (createVolume: creating marks the name).
 	mu         rt.Mutex
 	containers map[string]*ctr      // by name
 	volumes    map[string]*vol      // by name
@@ -105,6 +106,7 @@ type Face struct {
 	execs      map[string]*execRec  // by ID
 	execOrder  []string             // exec IDs, oldest first
 	removed    map[string]bool      // names of removed containers (for DefectUnboundOnRecreate)
+	creating   map[string]*rt.Event // volumes being created without the lock, by name: set when done
 	seq        uint64               // for exec and network IDs
 }
 
@@ -194,6 +196,7 @@ func New(cfg Config) (*Face, error) {
 		cfg: cfg, cloud: cfg.Cloud, mu: cfg.Runtime.NewMutex(),
 		containers: map[string]*ctr{}, volumes: map[string]*vol{}, images: map[string]*imageRec{},
 		networks: map[string]*netw{}, execs: map[string]*execRec{}, removed: map[string]bool{},
+		creating: map[string]*rt.Event{},
 	}
 	f.networks["bridge"] = &netw{ID: netID("bridge"), Name: "bridge", Driver: "bridge"}
 	if err := f.rebuild(context.Background()); err != nil {
@@ -458,4 +461,50 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func reqCtx(r *http.Request, op string) context.Context {
 	return fakeiaas.WithRequestID(r.Context(), "docker:"+op)
+}
+
+// View is the face's tables at one moment: each Docker object with the
+// fakeiaas object behind it, for an oracle that speaks the Docker CPI's
+// CIDs (container names, volume names, image references).
+type View struct {
+	// Containers maps container names to their fakeiaas VMs.
+	Containers map[string]cpiv2.VMCID
+	// Volumes maps volume names to their disks and binds.
+	Volumes map[string]VolumeView
+	// Images maps image references ("repo:tag") to their stemcells.
+	Images map[string]cpiv2.StemcellCID
+}
+
+// VolumeView is one volume in a View.
+type VolumeView struct {
+	// Disk is the fakeiaas disk behind the volume.
+	Disk cpiv2.DiskCID
+	// BoundTo is the container the volume is bound into ("" when free),
+	// Target where (an absolute path in the container).
+	BoundTo, Target string
+}
+
+// View returns a copy of the face's tables.
+func (f *Face) View() View {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := View{Containers: map[string]cpiv2.VMCID{}, Volumes: map[string]VolumeView{}, Images: map[string]cpiv2.StemcellCID{}}
+	for n, c := range f.containers {
+		v.Containers[n] = c.VM
+	}
+	for n, vl := range f.volumes {
+		vv := VolumeView{Disk: vl.Disk, BoundTo: vl.BoundTo}
+		if c := f.containers[vl.BoundTo]; c != nil {
+			for _, b := range c.Bound {
+				if b.Volume == n {
+					vv.Target = b.Target
+				}
+			}
+		}
+		v.Volumes[n] = vv
+	}
+	for ref, im := range f.images {
+		v.Images[ref] = im.Stemcell
+	}
+	return v
 }

@@ -686,3 +686,61 @@ func TestExecStdinNeverClosed(t *testing.T) {
 		t.Errorf("exec after the timeout: running %v exit %v, want finished with 2", insp.Running, insp.ExitCode)
 	}
 }
+
+// Volume creates reach the cloud together, as on a Docker daemon: a pause
+// rule on create_disk holds all of them at once (the face holds no lock
+// across the engine's create_disk); two creates of one name make one
+// volume.
+func TestVolumeCreatesRunInParallel(t *testing.T) {
+	env := newFaceEnv(t, "memory")
+	ctx := context.Background()
+	rule, err := fakeiaas.ParseRule(`op=create_disk effect=pause`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := env.cloud.AddFault(ctx, rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	names := []string{"vol-a", "vol-b", "vol-c", "vol-d", "vol-e", "vol-a"} // vol-a twice
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = env.c.do("POST", "/v1.44/volumes/create", map[string]any{"Name": names[i]})
+		}()
+	}
+	held := 0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		rules, err := env.cloud.Faults(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range rules {
+			if x.Rule.ID == r.ID {
+				held = x.Paused
+			}
+		}
+		if held == n-1 {
+			break
+		}
+	}
+	if err := env.cloud.RemoveFault(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if held != n-1 {
+		t.Errorf("%d create_disk calls held in the cloud at once, want %d (one per distinct volume)", held, n-1)
+	}
+	for i, c := range codes {
+		if c != http.StatusCreated {
+			t.Errorf("create %s: %d", names[i], c)
+		}
+	}
+	if st := env.state(t); len(st.Disks) != n-1 {
+		t.Errorf("the cloud holds %d disks, want %d", len(st.Disks), n-1)
+	}
+}

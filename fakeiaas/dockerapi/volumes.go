@@ -14,6 +14,7 @@ import (
 
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/rt"
 )
 
 // maxSmallBody bounds the JSON bodies of volume, network and exec calls.
@@ -36,23 +37,35 @@ func (f *Face) volumeView(v *vol) volume.Volume {
 		Labels: labels, Options: map[string]string{}}
 }
 
-// createVolumeLocked creates a fakeiaas disk and the volume's directory.
+// createVolumeLocked creates a fakeiaas disk and the volume's directory,
+// with the face's lock held (a container create binding a volume that does
+// not exist yet).
 func (f *Face) createVolumeLocked(r *http.Request, name string, labels map[string]string) (*vol, error) {
-	props, err := json.Marshal(map[string]any{volumeKey: map[string]any{"name": name, "labels": labels}})
+	d, err := f.createDisk(r, name, labels)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "volume %s: labels: %v", name, err)
-	}
-	d, err := f.cloud.CreateDisk(reqCtx(r, "volume_create"), fakeiaas.DiskSpec{SizeMiB: f.cfg.VolumeSizeMiB, CloudProperties: props})
-	if err != nil {
-		return nil, engineErr("create volume "+name, err)
-	}
-	if err := os.MkdirAll(f.volumeDir(d.CID), 0o755); err != nil {
-		_ = f.cloud.DeleteDisk(reqCtx(r, "volume_create"), d.CID)
-		return nil, errorf(http.StatusInternalServerError, "create volume %s: %v", name, err)
+		return nil, err
 	}
 	v := &vol{Name: name, Disk: d.CID, Labels: labels, Created: d.Created.UTC().Format(timeLayout)}
 	f.volumes[name] = v
 	return v, nil
+}
+
+// createDisk makes the fakeiaas disk and the directory of volume name; it
+// touches no table of the face.
+func (f *Face) createDisk(r *http.Request, name string, labels map[string]string) (fakeiaas.Disk, error) {
+	props, err := json.Marshal(map[string]any{volumeKey: map[string]any{"name": name, "labels": labels}})
+	if err != nil {
+		return fakeiaas.Disk{}, errorf(http.StatusBadRequest, "volume %s: labels: %v", name, err)
+	}
+	d, err := f.cloud.CreateDisk(reqCtx(r, "volume_create"), fakeiaas.DiskSpec{SizeMiB: f.cfg.VolumeSizeMiB, CloudProperties: props})
+	if err != nil {
+		return fakeiaas.Disk{}, engineErr("create volume "+name, err)
+	}
+	if err := os.MkdirAll(f.volumeDir(d.CID), 0o755); err != nil {
+		_ = f.cloud.DeleteDisk(reqCtx(r, "volume_create"), d.CID)
+		return fakeiaas.Disk{}, errorf(http.StatusInternalServerError, "create volume %s: %v", name, err)
+	}
+	return d, nil
 }
 
 // volumeCreate serves POST /volumes/create. Creating an existing volume
@@ -71,17 +84,55 @@ func (f *Face) volumeCreate(w http.ResponseWriter, r *http.Request) error {
 	if !volumeName.MatchString(req.Name) {
 		return errorf(http.StatusBadRequest, "create %s: %q includes invalid characters for a local volume name, only \"[a-zA-Z0-9][a-zA-Z0-9_.-]\" are allowed. If you intended to pass a host directory, use absolute path", req.Name, req.Name)
 	}
+	v, err := f.createVolume(r, req.Name, req.Labels)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	view := f.volumeView(v)
+	f.mu.Unlock()
+	writeJSON(w, http.StatusCreated, view)
+	return nil
+}
+
+// createVolume returns the volume called name, creating it when absent.
+// The engine's create_disk runs without the face's lock, so that creates
+// of different volumes proceed in parallel as they do on a Docker daemon
+// (and as a CPI's parallel create_disk calls reach the cloud); a create of
+// a name already being created waits for that one and returns its volume.
+func (f *Face) createVolume(r *http.Request, name string, labels map[string]string) (*vol, error) {
+	f.mu.Lock()
+	for {
+		if v := f.volumes[name]; v != nil {
+			f.mu.Unlock()
+			return v, nil
+		}
+		ev := f.creating[name]
+		if ev == nil {
+			break
+		}
+		f.mu.Unlock()
+		ev.Wait(0)
+		f.mu.Lock()
+	}
+	ev := rt.NewEvent(f.cfg.Runtime)
+	f.creating[name] = ev
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.creating, name)
+		f.mu.Unlock()
+		ev.Set()
+	}()
+	d, err := f.createDisk(r, name, labels)
+	if err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	v := f.volumes[req.Name]
-	if v == nil {
-		var err error
-		if v, err = f.createVolumeLocked(r, req.Name, req.Labels); err != nil {
-			return err
-		}
-	}
-	writeJSON(w, http.StatusCreated, f.volumeView(v))
-	return nil
+	v := &vol{Name: name, Disk: d.CID, Labels: labels, Created: d.Created.UTC().Format(timeLayout)}
+	f.volumes[name] = v
+	return v, nil
 }
 
 func (f *Face) volumeInspect(w http.ResponseWriter, r *http.Request) error {

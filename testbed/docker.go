@@ -1,0 +1,340 @@
+package testbed
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/cpilab/cpilab/agent"
+	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fakeiaas/dockerapi"
+	"github.com/cpilab/cpilab/suites"
+)
+
+// The Docker cloud (Config.Docker): the testbed also serves fakeiaas's
+// Docker Engine API face (docs/docker.md) on a unix socket in its
+// directory, over the same cloud, and its agents boot as on a docker
+// stemcell: settings from the file the Docker CPI writes into the VM,
+// persistent disks as bind-mounted directories.
+
+// DockerAPIVersion is the Docker API version the Docker CPI config asks
+// for (the face serves 1.24 to 1.52).
+const DockerAPIVersion = "1.44"
+
+// DockerNetwork is the name of the Docker network of the manual network the
+// suites give create_vm (its cloud_properties.name); the Docker CPI creates
+// it on the face with the network's subnet.
+const DockerNetwork = "cpilab-net"
+
+// dockerAgentBase is the agent configuration of a docker stemcell's agent
+// (bosh-linux-stemcell-builder's warden/docker agent.json: a File settings
+// source at /var/vcap/bosh/warden-cpi-agent-env.json, preformatted and
+// bind-mounted persistent disks).
+func dockerAgentBase(base agent.Config) agent.Config {
+	base.SettingsFile = agent.WardenSettingsFile
+	base.BindMountPersistentDisk = true
+	return base
+}
+
+// startDocker serves the Docker face on Dir/docker.sock.
+func (t *Testbed) startDocker() error {
+	face, err := dockerapi.New(dockerapi.Config{Cloud: t.IaaS.Cloud(), Defect: t.cfg.DockerDefect})
+	if err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	t.Docker, err = dockerapi.Serve(face, filepath.Join(t.cfg.Dir, "docker.sock"))
+	if err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	return nil
+}
+
+// DockerCPIConfig writes (once) the BOSH Docker CPI's config for this
+// testbed and returns its path: the Docker host is the face's socket, the
+// agents' mbus the embedded NATS.
+//
+//	{"Actions": {"Docker": {"host": "unix://DIR/docker.sock", "api_version": "1.44"},
+//	             "Agent": {"mbus": "nats://127.0.0.1:PORT", "ntp": []}}}
+func (t *Testbed) DockerCPIConfig() (string, error) {
+	if t.Docker == nil {
+		return "", errors.New("testbed: the Docker face is not running (Config.Docker)")
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := filepath.Join(t.cfg.Dir, "config", "docker-cpi.json")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	cfg := map[string]any{"Actions": map[string]any{
+		"Docker": map[string]any{"host": t.Docker.Host(), "api_version": DockerAPIVersion},
+		"Agent":  map[string]any{"mbus": t.NATS.URL(), "ntp": []string{}},
+	}}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		return "", fmt.Errorf("testbed: %w", err)
+	}
+	return p, nil
+}
+
+// DockerStemcell writes (once) a stemcell tarball in the shape the Docker
+// CPI imports (a gzipped tar it streams to the image import) and returns
+// its path. The tar holds cpilab's stemcell image (dockerapi.ImageMember:
+// the agent uses identity device paths, as a docker stemcell's does) of
+// the given api_version.
+func (t *Testbed) DockerStemcell(apiVersion int) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := filepath.Join(t.cfg.Dir, "stemcells", fmt.Sprintf("docker-stemcell-api%d.tgz", apiVersion))
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	img := map[string]any{"name": "bosh-fakeiaas-ubuntu-jammy-docker", "version": "1.0",
+		"agent": map[string]any{"device_path_resolution_type": agent.ResolverIdentity}}
+	if apiVersion > 1 {
+		img["api_version"] = apiVersion
+	}
+	b, err := json.Marshal(img)
+	if err != nil {
+		return "", err
+	}
+	tgz, err := stemcellTarball(b)
+	if err != nil {
+		return "", fmt.Errorf("testbed: %w", err)
+	}
+	if err := os.WriteFile(p, tgz, 0o644); err != nil {
+		return "", fmt.Errorf("testbed: %w", err)
+	}
+	return p, nil
+}
+
+// stemcellTarball is a gzipped root file system holding image as
+// dockerapi.ImageMember.
+func stemcellTarball(image []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, d := range []string{"var/", "var/vcap/", "var/vcap/bosh/"} {
+		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: dockerapi.ImageMember, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(image))}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(image); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// DockerSuiteConfig returns a suites.Config that certifies the BOSH Docker
+// CPI run by command on this testbed's Docker face: its one config for
+// every setup (it has neither a registry nor debug.cpi.api_version, so the
+// setups capped at api_version 1 are not checked, saying so, and those
+// needing api_version 3 say that its info reports 2), stemcells in
+// its tarball shape, a manual network on DockerNetwork, and the oracle,
+// agents, SFTP access and faults seen through the face (DockerOracle).
+func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
+	cfgPath, err := t.DockerCPIConfig()
+	if err != nil {
+		return suites.Config{}, err
+	}
+	stemcells := map[int]suites.Stemcell{}
+	for _, v := range []int{1, 2} {
+		p, err := t.DockerStemcell(v)
+		if err != nil {
+			return suites.Config{}, err
+		}
+		stemcells[v] = suites.Stemcell{ImagePath: p}
+	}
+	netProps := cpiv2.MustCloudProps(map[string]string{"name": DockerNetwork})
+	cfg := suites.Config{
+		CPI: suites.Target{
+			Command: command,
+			ConfigPath: func(s suites.Switch) (string, error) {
+				if s.APIVersionCap == 1 {
+					return "", fmt.Errorf("%w: the BOSH Docker CPI has no debug.cpi.api_version to cap it at 1 (its info always reports api_version 2)", suites.ErrCannotSwitch)
+				}
+				return cfgPath, nil
+			},
+		},
+		Env: suites.Environment{
+			Stemcells: stemcells,
+			// Docker volumes have no size and the Docker CPI passes none;
+			// the face backs each volume with a disk of
+			// dockerapi.DefaultVolumeSizeMiB. Asking for that size keeps
+			// create_disk's own check about the disk it made; the specs
+			// asking for other sizes (resize, the parallel spec's sizes)
+			// show that the size is ignored.
+			DiskSizeMiB: dockerapi.DefaultVolumeSizeMiB, ResizeToMiB: 2 * dockerapi.DefaultVolumeSizeMiB,
+			Networks: cpiv2.Networks{"default": {Type: "manual", IP: "10.244.0.5", Netmask: "255.255.255.0",
+				Gateway: "10.244.0.1", DNS: []string{"10.244.0.2"}, Default: []string{"dns", "gateway"}, CloudProperties: netProps}},
+		},
+		Oracle: DockerOracle{Cloud: t.IaaS.Cloud(), Face: t.Docker.Face()},
+		Faults: Faults{t.IaaS.Cloud()},
+	}
+	if t.agents != nil {
+		cfg.Agents = Agents{t}
+	}
+	if t.SSH != nil {
+		cfg.Files = Files{t}
+	}
+	return cfg, nil
+}
+
+// DockerOracle is the fakeiaas oracle seen through the Docker face, in the
+// Docker CPI's CIDs: a VM is a container (its name), a disk a volume (its
+// name), a stemcell an image (its reference). Every answer comes from the
+// cloud's state and the face's tables, never from the CPI.
+type DockerOracle struct {
+	Cloud *fakeiaas.Cloud
+	Face  *dockerapi.Face
+}
+
+var _ suites.Oracle = DockerOracle{}
+
+// Inventory lists every container, volume and image (ephemeral volumes
+// included: a leaked one is a leak). Snapshots: Docker has none.
+func (o DockerOracle) Inventory(ctx context.Context) (suites.Inventory, error) {
+	if err := ctx.Err(); err != nil {
+		return suites.Inventory{}, err
+	}
+	v := o.Face.View()
+	var inv suites.Inventory
+	for ref := range v.Images {
+		inv.Stemcells = append(inv.Stemcells, ref)
+	}
+	for n := range v.Containers {
+		inv.VMs = append(inv.VMs, n)
+	}
+	for n := range v.Volumes {
+		inv.Disks = append(inv.Disks, n)
+	}
+	sort.Strings(inv.Stemcells)
+	sort.Strings(inv.VMs)
+	sort.Strings(inv.Disks)
+	return inv, nil
+}
+
+// VM returns the container's VM: its metadata and the volumes bound into
+// it, each with the fakeiaas device of its disk.
+func (o DockerOracle) VM(ctx context.Context, name string) (suites.OracleVM, bool, error) {
+	view := o.Face.View()
+	cid, ok := view.Containers[name]
+	if !ok {
+		return suites.OracleVM{}, false, nil
+	}
+	vm, err := o.Cloud.VM(ctx, cid)
+	if errors.Is(err, fakeiaas.ErrNotFound) {
+		return suites.OracleVM{}, false, nil
+	}
+	if err != nil {
+		return suites.OracleVM{}, false, err
+	}
+	byDisk := map[string]string{}
+	for vol, vv := range view.Volumes {
+		byDisk[vv.Disk.String()] = vol
+	}
+	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), Disks: map[string]string{}}
+	for _, a := range vm.Attachments {
+		vol, ok := byDisk[a.DiskCID.String()]
+		if !ok {
+			vol = a.DiskCID.String() // a disk the face does not know: shown as it is
+		}
+		out.Disks[vol] = a.Device
+	}
+	return out, true, nil
+}
+
+// Disk returns the volume's disk: size, metadata, cloud_properties, the
+// container it is bound into and where (OracleDisk.Path: the bind target,
+// a directory in the container).
+func (o DockerOracle) Disk(ctx context.Context, name string) (suites.OracleDisk, bool, error) {
+	view := o.Face.View()
+	vv, ok := view.Volumes[name]
+	if !ok {
+		return suites.OracleDisk{}, false, nil
+	}
+	d, err := o.Cloud.Disk(ctx, vv.Disk)
+	if errors.Is(err, fakeiaas.ErrNotFound) {
+		return suites.OracleDisk{}, false, nil
+	}
+	if err != nil {
+		return suites.OracleDisk{}, false, err
+	}
+	out := suites.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata), CloudProperties: d.CloudProperties, LUN: -1}
+	if d.VMCID.IsZero() {
+		return out, true, nil
+	}
+	// The disk is attached to a VM: name its container.
+	for n, vm := range view.Containers {
+		if vm == d.VMCID {
+			out.AttachedTo = n
+		}
+	}
+	if out.AttachedTo == "" {
+		out.AttachedTo = d.VMCID.String()
+	}
+	out.Device = d.Device
+	if out.AttachedTo == vv.BoundTo {
+		out.Path = vv.Target
+	}
+	return out, true, nil
+}
+
+// Settings returns the settings the Docker CPI wrote into the container
+// (agent.WardenSettingsFile in its VM root): there is no registry and no
+// user-data on Docker.
+func (o DockerOracle) Settings(ctx context.Context, name string) (suites.OracleSettings, error) {
+	if err := ctx.Err(); err != nil {
+		return suites.OracleSettings{}, err
+	}
+	cid, ok := o.Face.ContainerVM(name)
+	if !ok {
+		return suites.OracleSettings{}, nil
+	}
+	b, err := os.ReadFile(filepath.Join(o.Cloud.VMRoot(cid), filepath.FromSlash(agent.WardenSettingsFile[1:])))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return suites.OracleSettings{InVM: agent.WardenSettingsFile}, nil
+	case err != nil:
+		return suites.OracleSettings{}, err
+	}
+	return suites.OracleSettings{InVM: agent.WardenSettingsFile, File: b}, nil
+}
+
+// dockerVMOf is the fakeiaas VM of the container whose settings file names
+// agentID ("" when none does): on Docker the cloud knows containers by
+// name, and only the file the CPI wrote knows the BOSH agent ID.
+func (t *Testbed) dockerVMOf(agentID string) string {
+	for _, vm := range t.Docker.Face().View().Containers {
+		b, err := os.ReadFile(filepath.Join(t.IaaS.Cloud().VMRoot(vm), filepath.FromSlash(agent.WardenSettingsFile[1:])))
+		if err != nil {
+			continue
+		}
+		var s struct {
+			AgentID string `json:"agent_id"`
+		}
+		if json.Unmarshal(b, &s) == nil && s.AgentID == agentID {
+			return vm.String()
+		}
+	}
+	return ""
+}
