@@ -54,10 +54,12 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s $(PKGS)
 
 # make interop CPI=PATH: the upstream BOSH Docker CPI on fakeiaas's Docker face, checked by the
-# oracle, and its create_vm+attach_disk+detach_disk+delete_vm cycle benchmark (docs/docker.md).
+# oracle, certified by `cpilab certify --cloud docker`, and its create_vm+attach_disk+detach_disk+delete_vm cycle benchmark (docs/docker.md).
 # Without CPI (and without CPILAB_DOCKER_CPI) the tests skip, saying why.
-interop:
+interop: build
 	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -v -run 'TestInterop' ./fakeiaas/dockerapi/
+	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -v -run 'TestDocker' ./testbed/
+	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -v -run 'TestCertifyDocker|TestCertifyCloudFlag' ./cmd/cpilab/
 	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -run '^$$' -bench 'DockerCPICycle' -benchtime 20x ./fakeiaas/dockerapi/
 
 # Each fuzz target runs for FUZZTIME (make fuzz FUZZTIME=60s for the long run).
