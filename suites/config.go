@@ -208,6 +208,23 @@ type Oracle interface {
 	Settings(ctx context.Context, vmCID string) (OracleSettings, error)
 }
 
+// FixedMetadata is implemented by an Oracle whose IaaS cannot change a VM's
+// or a disk's metadata once it exists (Docker's container and volume labels
+// are set at create time): FixedMetadata says why, and the specs that check
+// set_vm_metadata and set_disk_metadata against the IaaS are not
+// applicable there ("" when the IaaS can change them).
+type FixedMetadata interface {
+	FixedMetadata() string
+}
+
+// fixedMetadata is o's FixedMetadata reason, "" when o has none.
+func fixedMetadata(o Oracle) string {
+	if f, ok := o.(FixedMetadata); ok {
+		return f.FixedMetadata()
+	}
+	return ""
+}
+
 // Inventory is the set of IaaS objects that exist.
 type Inventory struct {
 	Stemcells, VMs, Disks, Snapshots []string

@@ -383,6 +383,9 @@ func contractContext(cfg *Config, cc ContractContext) {
 
 		It(ClauseText(ClauseVMMetadata)+" (IaaS state)", labels("iaas", cpiv2.MethodSetVMMetadata), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
+			if why := fixedMetadata(o); why != "" {
+				skipWith("not applicable: " + why)
+			}
 			want := map[string]string{"deployment": st.names.next("dep"), "job": "cpilab", "index": "0"}
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, mainVM, mainVM, want)
 			skipIfNotImplemented(x)
@@ -400,6 +403,9 @@ func contractContext(cfg *Config, cc ContractContext) {
 
 		It(ClauseText(ClauseDiskMetadata)+" (IaaS state)", labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodSetDiskMetadata), capOracle, func(ctx SpecContext) {
 			o := st.oracle()
+			if why := fixedMetadata(o); why != "" {
+				skipWith("not applicable: " + why)
+			}
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
 			want := map[string]string{"disk_name": st.names.next("disk")}

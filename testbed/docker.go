@@ -212,6 +212,13 @@ var _ suites.Oracle = DockerOracle{}
 
 // Inventory lists every container, volume and image (ephemeral volumes
 // included: a leaked one is a leak). Snapshots: Docker has none.
+// FixedMetadata: Docker sets a container's and a volume's labels when it
+// creates them and cannot change them after (suites.FixedMetadata), so
+// set_vm_metadata and set_disk_metadata have nothing they could change.
+func (o DockerOracle) FixedMetadata() string {
+	return "Docker sets container and volume labels at create time and cannot change them, so no set_vm_metadata or set_disk_metadata could show in the IaaS"
+}
+
 func (o DockerOracle) Inventory(ctx context.Context) (suites.Inventory, error) {
 	if err := ctx.Err(); err != nil {
 		return suites.Inventory{}, err

@@ -47,8 +47,6 @@ var dockerDeviations = map[string]string{
 	"disk.resize":                    "cpi/disks.go:18 ResizeDisk returns nil and does nothing",
 	"disk.create-as-asked":           "disk/factory.go:48 creates the volume with no size",
 	"wire.parallel":                  "disk/factory.go:48: every disk has the volume's size, whatever was asked",
-	"disk.metadata":                  "cpi/disks.go:14 SetDiskMetadata returns nil and does nothing",
-	"vm.metadata":                    "cpi/set_vm_metadata.go:14 returns nil and does nothing",
 	"errors.vm-metadata-missing":     "cpi/set_vm_metadata.go:14: succeeds for a VM that does not exist",
 	"vm.create-retry":                "cpi/create_vm.go:42 wraps every failure into a CloudError, never VMCreationFailed",
 	"cleanup.no-leak":                "vm/factory.go:184 returns a failed ContainerCreate without removing the ephemeral volume it made",
