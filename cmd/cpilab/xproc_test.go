@@ -91,8 +91,8 @@ func newXproc(t *testing.T, cfg xprocConfig) *xproc {
 // outcomes and the records are explained by a serial order of the calls
 // under the in-process test's model (a task failed by a takeover may have
 // made any part of its effect); the records equal the fake cloud's oracle,
-// an attached disk has its agent's link in the VM root, and an orphaned
-// disk only follows a kill; no lock was held by two owners at once; each
+// an attached disk has its agent's link in the VM root, and orphaned disks
+// number no more than the provides taken over (any other is a leak); no lock was held by two owners at once; each
 // task took its locks in one process (or in a killed one and then the
 // process that took it over). At the end, no task's outcome ever changed.
 // Six checks by default (-rapid.checks sets it).
@@ -141,7 +141,7 @@ const envXprocKnobs = "CPILAB_XPROC_WORKER_KNOBS"
 func (x *xproc) check(rt *rapid.T) (rounds, kills int) {
 	x.reset(rt)
 	model := disksm.Model{}
-	killedHere := false
+	providesTakenOver := 0 // in this check: each may leave one orphaned disk
 	n := rapid.IntRange(1, 3).Draw(rt, "rounds")
 	// One kill per check, in one of its rounds: the fault runs in every
 	// check, and the rounds before it check that nothing leaks without it.
@@ -169,7 +169,6 @@ func (x *xproc) check(rt *rapid.T) (rounds, kills int) {
 		if kill {
 			x.killAndReplace(rt, rapid.IntRange(0, len(x.c.workers)-1).Draw(rt, "victim"))
 			kills++
-			killedHere = true
 		}
 
 		outcomes := make([]disksm.Outcome, len(ops))
@@ -181,8 +180,11 @@ func (x *xproc) check(rt *rapid.T) (rounds, kills int) {
 			}
 			views[i] = x.wait(rt, ops[i], id)
 			outcomes[i] = outcomeOf(views[i])
+			if outcomes[i] == disksm.Unknown && ops[i].Kind == "provide" {
+				providesTakenOver++
+			}
 		}
-		final := x.observe(rt, killedHere)
+		final := x.observe(rt, providesTakenOver)
 		if why, ok := disksm.Linearizable(model, ops, outcomes, final, x.azs); !ok {
 			var seen []string
 			for i := range ops {
@@ -225,7 +227,7 @@ const xprocTaskDeadline = 30 * time.Second
 // wait waits for a task to end, and fails the check if it is lost (not
 // ended by xprocTaskDeadline), ends otherwise than done or error, fails
 // without a message, or ends differently from an earlier read.
-func (x *xproc) wait(rt *rapid.T, o disksm.Op, id int64) director.TaskView {
+func (x *xproc) wait(rt fataler, o disksm.Op, id int64) director.TaskView {
 	ctx, cancel := context.WithTimeout(x.ctx, xprocTaskDeadline)
 	defer cancel()
 	tv, err := x.c.admin.WaitTask(ctx, id)
@@ -265,7 +267,7 @@ func outcomeOf(tv director.TaskView) disksm.Outcome {
 // place. It waits (up to two seconds) for worker i to hold a lock, so that
 // the kill lands inside a task; failing that it kills whichever worker holds
 // one, or worker i idle.
-func (x *xproc) killAndReplace(rt *rapid.T, i int) {
+func (x *xproc) killAndReplace(rt fataler, i int) {
 	evs := x.c.lockEvents(rt)
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if _, ok := heldBy(evs, x.c.owners[i]); ok {
@@ -329,13 +331,12 @@ func (x *xproc) reset(rt *rapid.T) {
 
 // observe checks the director's records against the fake cloud's oracle
 // and the VM roots, and returns them as the model's state. Orphaned disks
-// are allowed only after a kill in this check (a takeover makes the disks
-// a dead provide created orphans).
-func (x *xproc) observe(rt *rapid.T, afterKill bool) disksm.Model {
-	checkRecordsAgainstOracle(rt, x.ctx, x.c, "xp")
-	if rt.Failed() {
-		rt.FailNow()
-	}
+// number at most the provides taken over since the clean slate (a takeover
+// makes the disk a dead provide created an orphan); any other is a leak.
+func (x *xproc) observe(rt *rapid.T, providesTakenOver int) disksm.Model {
+	var oracle problems
+	checkRecordsAgainstOracle(&oracle, x.ctx, x.c, "xp")
+	oracle.fatal(rt, "the records differ from the fake cloud's oracle")
 	disks, err := x.c.admin.DynamicDisks(x.ctx)
 	if err != nil {
 		rt.Fatal(err)
@@ -344,8 +345,9 @@ func (x *xproc) observe(rt *rapid.T, afterKill bool) disksm.Model {
 	if err := x.c.admin.GetJSON(x.ctx, "/disks?orphaned=true", &orphans); err != nil {
 		rt.Fatal(err)
 	}
-	if len(orphans) > 0 && !afterKill {
-		rt.Fatalf("orphaned disks %+v with no worker killed: a disk leaked from a task", orphans)
+	if len(orphans) > providesTakenOver {
+		rt.Fatalf("%d orphaned disks %+v, and %d provides taken over from killed workers: a disk leaked from a task",
+			len(orphans), orphans, providesTakenOver)
 	}
 	insts, err := x.c.admin.Instances(x.ctx, "xp")
 	if err != nil {
@@ -385,7 +387,7 @@ func (x *xproc) observe(rt *rapid.T, afterKill bool) disksm.Model {
 // owners at once (a killed worker's holds end at its kill), and each task's
 // locks taken in one process, or in a killed one and then in the one that
 // took the task over.
-func (x *xproc) checkLocks(rt *rapid.T) {
+func (x *xproc) checkLocks(rt fataler) {
 	evs := x.c.lockEvents(rt)
 	// A killed worker's holds end when it died: close them there.
 	open := map[string]director.LockEvent{}
@@ -404,10 +406,8 @@ func (x *xproc) checkLocks(rt *rapid.T) {
 			closed = append(closed, ev)
 		}
 	}
-	problems, _ := lockOverlaps(closed, "", time.Time{})
-	for _, p := range problems {
-		rt.Error(p)
-	}
+	overlaps, _ := lockOverlaps(closed, "", time.Time{})
+	found := problems(overlaps)
 	slices.SortStableFunc(evs, func(a, b director.LockEvent) int { return a.At.Compare(b.At) })
 	procs := map[int64][]string{}
 	for _, ev := range evs {
@@ -422,11 +422,29 @@ func (x *xproc) checkLocks(rt *rapid.T) {
 		_, firstKilled := x.killed[ps[0]]
 		tv := x.outcomes[id]
 		if len(ps) > 2 || !firstKilled || outcomeOf(tv) != disksm.Unknown {
-			rt.Errorf("task %d took locks in processes %v and ended %s %q: it ran twice", id, ps, tv.State, tv.Result)
+			found.Errorf("task %d took locks in processes %v and ended %s %q: it ran twice", id, ps, tv.State, tv.Result)
 		}
 	}
-	if rt.Failed() {
-		rt.FailNow()
+	found.fatal(rt, "locks")
+}
+
+// fataler is what the checks need of a test: a *testing.T or a *rapid.T.
+type fataler interface {
+	reporter
+	Fatalf(format string, args ...any)
+}
+
+// problems collects what a checker reports, so that a rapid check fails
+// with all of it in its one message.
+type problems []string
+
+func (p *problems) Errorf(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
+func (p *problems) Fatal(args ...any)                 { *p = append(*p, fmt.Sprint(args...)) }
+
+// fatal fails the check with every problem, if any.
+func (p problems) fatal(rt fataler, what string) {
+	if len(p) > 0 {
+		rt.Fatalf("%s:\n  %s", what, strings.Join(p, "\n  "))
 	}
 }
 
