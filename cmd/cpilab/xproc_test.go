@@ -268,23 +268,22 @@ func outcomeOf(tv director.TaskView) disksm.Outcome {
 }
 
 // killAndReplace kills a worker with -9 and starts a replacement in its
-// place. It waits (up to two seconds) for worker i to hold a lock, so that
-// the kill lands inside a task; failing that it kills whichever worker holds
-// one, or worker i idle.
+// place. So that the kill lands inside a task, it waits (up to two seconds)
+// for a worker to hold a lock and kills the first seen holding one,
+// looking at worker i first; failing that it kills worker i idle.
 func (x *xproc) killAndReplace(rt fataler, i int) {
-	evs := x.c.lockEvents(rt)
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, ok := heldBy(evs, x.c.owners[i]); ok {
-			break
-		}
-		evs = x.c.lockEvents(rt)
-	}
-	if _, ok := heldBy(evs, x.c.owners[i]); !ok {
-		for j, o := range x.c.owners {
-			if _, ok := heldBy(evs, o); ok {
-				i = j
+	n := len(x.c.workers)
+	chosen := false
+	for deadline := time.Now().Add(2 * time.Second); !chosen && time.Now().Before(deadline); {
+		evs := x.c.lockEvents(rt)
+		for k := range n {
+			if _, ok := heldBy(evs, x.c.owners[(i+k)%n]); ok {
+				i, chosen = (i+k)%n, true
 				break
 			}
+		}
+		if !chosen {
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	victim, owner := x.c.workers[i], x.c.owners[i]
