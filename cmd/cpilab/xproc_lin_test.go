@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,14 +35,7 @@ func TestConcurrentProvidesAcrossProcessesAreLinearizable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a fake cloud, an api process and three worker processes on PostgreSQL")
 	}
-	var cfg xprocConfig
-	if knobs := os.Getenv(envXprocKnobs); knobs != "" {
-		for _, k := range strings.Split(knobs, ",") {
-			cfg.workerArgs = append(cfg.workerArgs, "--knob", k)
-		}
-		t.Logf("%s: the workers run with %v, a broken variant: this test must fail", envXprocKnobs, cfg.workerArgs)
-	}
-	x := newXproc(t, cfg)
+	x := newXproc(t, xprocConfigFromEnv(t))
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("workload seed %d", seed)
 	var rec diskmodel.Recorder

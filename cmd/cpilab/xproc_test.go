@@ -87,18 +87,19 @@ func newXproc(t *testing.T, cfg xprocConfig) *xproc {
 
 // TestDiskJobsStateMachineAcrossProcesses drives one api and three worker
 // processes on PostgreSQL with rounds of concurrent dynamic disk calls drawn
-// by rapid (repeated and hostile names), some rounds with kill -9 of a
-// worker (and a replacement started) while the calls run. After every
-// round: every task ended (done, or failed with a message: none lost); the
-// outcomes and the records are explained by a serial order of the calls
-// under the in-process test's model (a task failed by a takeover may have
-// made any part of its effect); the records equal the fake cloud's oracle,
-// an attached disk has its agent's link in the VM root, and orphaned disks
-// number no more than the provides taken over (any other is a leak); no lock was held by two owners at once; each
-// task took its locks in one process (or in a killed one and then the
-// process that took it over). At the end, no task's outcome ever changed.
-// Ten checks by default (-rapid.checks sets it): about 30 s on a loaded
-// two-core machine, the processes' start included.
+// by rapid (repeated and hostile names); in one round of each check a worker
+// is killed with -9 (and a replacement started) while the calls run. After
+// every round: every task ended (done, or failed with a message: none
+// lost); the outcomes and the records are explained by a serial order of
+// the calls under the in-process test's model (a task failed by a takeover
+// may have made any part of its effect); the records equal the fake cloud's
+// oracle, an attached disk has its agent's link in the VM root, and
+// orphaned disks number no more than the provides taken over (any other is
+// a leak); no lock was held by two owners at once; each task took its locks
+// in one process (or in a killed one and then the process that took it
+// over). At the end, no task's outcome ever changed. Ten checks by default
+// (-rapid.checks sets it): 30 to 50 s on a loaded two-core machine, the
+// processes' start included.
 func TestDiskJobsStateMachineAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a fake cloud, an api process and three worker processes on PostgreSQL")
@@ -107,13 +108,7 @@ func TestDiskJobsStateMachineAcrossProcesses(t *testing.T) {
 		_ = f.Value.Set("10")
 		defer func() { _ = f.Value.Set("100") }()
 	}
-	var cfg xprocConfig
-	if knobs := os.Getenv(envXprocKnobs); knobs != "" {
-		for _, k := range strings.Split(knobs, ",") {
-			cfg.workerArgs = append(cfg.workerArgs, "--knob", k)
-		}
-		t.Logf("%s: the workers run with %v, a broken variant: this test must fail", envXprocKnobs, cfg.workerArgs)
-	}
+	cfg := xprocConfigFromEnv(t)
 	x := newXproc(t, cfg)
 	start := time.Now()
 	var rounds, kills int
@@ -132,12 +127,25 @@ func TestDiskJobsStateMachineAcrossProcesses(t *testing.T) {
 		rounds, tasks, x.refused, kills, takenOver, time.Since(start).Round(time.Millisecond))
 }
 
-// envXprocKnobs names director knobs (comma-separated) the workers of
-// TestDiskJobsStateMachineAcrossProcesses run with: a broken variant to
-// show the test fails, e.g. NoTaskTakeover (a dead worker's task is never
+// envXprocKnobs names director knobs (comma-separated) the workers of the
+// cross-process tests run with: a broken variant, to show the tests fail,
+// e.g. NoTaskTakeover (a dead worker's task is never
 // taken over: it is lost) or NoDiskNameLock (concurrent provides of one
 // name both create a disk: one leaks).
 const envXprocKnobs = "CPILAB_XPROC_WORKER_KNOBS"
+
+// xprocConfigFromEnv is the cluster's shape: the workers get the knobs of
+// envXprocKnobs, if set.
+func xprocConfigFromEnv(t *testing.T) xprocConfig {
+	var cfg xprocConfig
+	if knobs := os.Getenv(envXprocKnobs); knobs != "" {
+		for _, k := range strings.Split(knobs, ",") {
+			cfg.workerArgs = append(cfg.workerArgs, "--knob", k)
+		}
+		t.Logf("%s: the workers run with %v, a broken variant: this test must fail", envXprocKnobs, cfg.workerArgs)
+	}
+	return cfg
+}
 
 // check is one rapid check: a clean slate, then one to three rounds. It
 // returns the rounds run and the workers killed.
