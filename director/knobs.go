@@ -2,6 +2,8 @@ package director
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 
 	"github.com/cpilab/cpilab/cpiv2"
 )
@@ -170,4 +172,29 @@ func Profile(name string) (Knobs, error) {
 		}, nil
 	}
 	return Knobs{}, fmt.Errorf("director: unknown profile %q (want %q or %q)", name, ProfileReference, ProfileUpstream)
+}
+
+// Set turns one knob on by its field name ("NoTaskTakeover"), on top of a
+// profile: what `cpilab director --knob` does. An unknown name is an error
+// that lists the knobs.
+func (k *Knobs) Set(name string) error {
+	v := reflect.ValueOf(k).Elem()
+	if f, ok := v.Type().FieldByName(name); ok && f.IsExported() && f.Type.Kind() == reflect.Bool {
+		v.FieldByIndex(f.Index).SetBool(true)
+		return nil
+	}
+	return fmt.Errorf("director: unknown knob %q (want one of %v)", name, KnobNames())
+}
+
+// KnobNames lists the knobs' field names, sorted.
+func KnobNames() []string {
+	t := reflect.TypeFor[Knobs]()
+	var names []string
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && f.Type.Kind() == reflect.Bool {
+			names = append(names, f.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

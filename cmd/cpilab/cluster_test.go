@@ -127,6 +127,8 @@ type clusterConfig struct {
 	database  string // "" : one process on SQLite (role all)
 	workers   int    // worker processes (with database)
 	taskLease time.Duration
+	// workerArgs are extra flags for every worker process.
+	workerArgs []string
 }
 
 // cluster is a fake cloud and director processes on it.
@@ -134,6 +136,8 @@ type cluster struct {
 	dir       string
 	fakeURL   string
 	cpiConfig string
+	common    []string // the flags every director process gets
+	cfg       clusterConfig
 	api       *proc
 	workers   []*proc
 	owners    []string // worker owners, as in lock records
@@ -177,12 +181,11 @@ func startCluster(t testing.TB, cfg clusterConfig) *cluster {
 	}
 	c.api = startProc(t, "api", bin, append([]string{"director", "--role", role, "--data-dir", filepath.Join(c.dir, "api"),
 		"--listen", "127.0.0.1:0", "--users", users, "--lock-log", filepath.Join(c.dir, "locks-api.jsonl")}, common...)...)
+	c.common, c.cfg = common, cfg
 	for i := 1; i <= cfg.workers && cfg.database != ""; i++ {
-		w := startProc(t, fmt.Sprintf("worker%d", i), bin, append([]string{"director", "--role", "worker",
-			"--data-dir", filepath.Join(c.dir, fmt.Sprintf("worker%d", i)),
-			"--lock-log", filepath.Join(c.dir, fmt.Sprintf("locks-worker%d.jsonl", i))}, common...)...)
+		w, owner := c.startWorker(t, i)
 		c.workers = append(c.workers, w)
-		c.owners = append(c.owners, w.waitFor(t, reWorker, time.Minute)[1])
+		c.owners = append(c.owners, owner)
 	}
 	m := c.api.waitFor(t, reAPIURL, time.Minute)
 	c.apiURL = m[1]
@@ -198,6 +201,17 @@ func startCluster(t testing.TB, cfg clusterConfig) *cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// startWorker starts worker process number i (its data dir and lock log
+// named after i) and returns it and its owner, as in lock records.
+func (c *cluster) startWorker(t testing.TB, i int) (*proc, string) {
+	t.Helper()
+	args := append([]string{"director", "--role", "worker",
+		"--data-dir", filepath.Join(c.dir, fmt.Sprintf("worker%d", i)),
+		"--lock-log", filepath.Join(c.dir, fmt.Sprintf("locks-worker%d.jsonl", i))}, c.common...)
+	w := startProc(t, fmt.Sprintf("worker%d", i), cpilabBinary(t), append(args, c.cfg.workerArgs...)...)
+	return w, w.waitFor(t, reWorker, time.Minute)[1]
 }
 
 // deploy uploads the cloud config and the fixture stemcell and deploys n
@@ -230,8 +244,10 @@ func (c *cluster) deploy(t testing.TB, name string, n int) []director.Instance {
 }
 
 // lockEvents reads every process's lock log.
-func (c *cluster) lockEvents(t testing.TB) []director.LockEvent {
-	t.Helper()
+func (c *cluster) lockEvents(t reporter) []director.LockEvent {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	files, _ := filepath.Glob(filepath.Join(c.dir, "locks-*.jsonl"))
 	var out []director.LockEvent
 	for _, f := range files {

@@ -26,6 +26,10 @@ func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:25555", "API address; with --plain-http it must be loopback (127.0.0.1, [::1], localhost)")
 	fs.BoolVar(&cfg.PlainHTTP, "plain-http", false, "serve the API without TLS")
 	fs.StringVar(&cfg.Profile, "profile", "reference", "behaviour profile: reference (safe) or upstream (upstream's races and API details, see docs/upstream.md)")
+	fs.Func("knob", "turn one behaviour knob on, on top of --profile (a field of director.Knobs, e.g. NoTaskTakeover; docs/upstream.md); repeatable", func(name string) error {
+		cfg.Knobs = append(cfg.Knobs, name)
+		return nil
+	})
 	fs.StringVar(&cfg.CPIProfile, "cpi-profile", "director-current", "CPI caller profile: director-v1, director-v2 or director-current")
 	fs.IntVar(&cfg.CPIMaxAPIVersion, "cpi-api-version", 3, "the reference CPI's highest api_version (debug.cpi.api_version)")
 	fs.StringVar(&cpiCommand, "cpi", "", "run this CPI executable (e.g. bin/fakeiaas-cpi) instead of the in-process reference CPI")

@@ -317,10 +317,19 @@ func TestLockOverlapsFindsDoubleHolds(t *testing.T) {
 	}
 }
 
+// reporter is what the checkers need of a test: a *testing.T or a
+// *rapid.T.
+type reporter interface {
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+}
+
 // checkRecordsAgainstOracle compares the director's dynamic disks and
 // orphaned disks with the fake cloud's oracle.
-func checkRecordsAgainstOracle(t *testing.T, ctx context.Context, c *cluster, deployment string) {
-	t.Helper()
+func checkRecordsAgainstOracle(t reporter, ctx context.Context, c *cluster, deployment string) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	st, err := fakeiaas.NewClient(c.fakeURL).State(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cpilab/cpilab/cpiv2"
@@ -51,6 +52,9 @@ type Config struct {
 	PlainHTTP bool
 	// Profile is the knob profile: "reference" (default) or "upstream".
 	Profile string
+	// Knobs names knobs (director.Knobs field names) turned on on top of
+	// Profile. Default none.
+	Knobs []string
 	// CPIProfile is the CPI caller profile: "director-v1", "director-v2"
 	// or "director-current" (default).
 	CPIProfile string
@@ -125,6 +129,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	knobs, err := director.Profile(cfg.Profile)
 	if err != nil {
 		return err
+	}
+	for _, name := range cfg.Knobs {
+		if err := knobs.Set(name); err != nil {
+			return err
+		}
 	}
 	cpiProfile := cpiv2.ProfileDirectorCurrent
 	if cfg.CPIProfile != "" {
@@ -219,7 +228,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	closers = append(closers, d.Close)
 	if cfg.Role == RoleWorker {
 		fmt.Fprintf(cfg.Out, "cpilab director %s worker %s (profile %s, CPI caller %s, mbus %s, database %s)\n", uuid, owner,
-			orDefault(cfg.Profile, director.ProfileReference), cpiProfile.Name, natsURL, redact(cfg.Database))
+			profileName(cfg), cpiProfile.Name, natsURL, redact(cfg.Database))
 		if cfg.Ready != nil {
 			cfg.Ready(Info{})
 		}
@@ -251,7 +260,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 	fmt.Fprintf(cfg.Out, "cpilab director %s (profile %s, CPI caller %s, mbus %s)\n  url: %s\n", uuid,
-		orDefault(cfg.Profile, director.ProfileReference), cpiProfile.Name, natsURL, info.URL)
+		profileName(cfg), cpiProfile.Name, natsURL, info.URL)
 	if cfg.Database != "" {
 		fmt.Fprintf(cfg.Out, "  role: %s  owner: %s  database: %s\n", cfg.Role, owner, redact(cfg.Database))
 	}
@@ -313,4 +322,10 @@ func checkListen(addr string, plain bool) error {
 	}
 	return fmt.Errorf("%w: listen address %q is not loopback; tokens and passwords would cross the network in clear: "+
 		"listen on 127.0.0.1 or [::1], or serve TLS (no plain HTTP)", ErrPlainHTTPNotLoopback, addr)
+}
+
+// profileName is the profile as the banner shows it: its name, and the
+// knobs turned on on top of it ("reference+NoTaskTakeover").
+func profileName(cfg Config) string {
+	return strings.Join(append([]string{orDefault(cfg.Profile, director.ProfileReference)}, cfg.Knobs...), "+")
 }
