@@ -16,8 +16,8 @@ import (
 )
 
 func init() {
-	commands["simulate"] = command{summary: "deterministic simulation of director + agents + cloud from a seed, a sweep of seeds, or a merge of sweep shards", run: runSimulate}
-	commands["replay"] = command{summary: "replay a scenario or minimized trace file and compare its expected output", run: runReplay}
+	commands["simulate"] = command{summary: "deterministic simulation of director + agents + cloud (--workload storage: the storage controller) from a seed, a sweep of seeds, or a merge of sweep shards", run: runSimulate}
+	commands["replay"] = command{summary: "replay a scenario (disk or storage) or minimized trace file and compare its expected output", run: runReplay}
 }
 
 // The workloads `cpilab simulate --workload` runs.
