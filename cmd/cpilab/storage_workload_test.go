@@ -163,3 +163,36 @@ func TestReplayDispatchesStorageScenarios(t *testing.T) {
 		t.Errorf("replay of a disk scenario: exit %d\n%s%s", code, a.String(), stderr.String())
 	}
 }
+
+// A sweep gives the same violations and scenario files on one core as on
+// several: every run has its own model, and the output is in seed order.
+func TestStorageSweepIsTheSameOnEveryCore(t *testing.T) {
+	var outputs []string
+	var files [][]string
+	for _, par := range []string{"1", "3"} {
+		out := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		args := []string{"storage", "simulate", "--seeds", "1..20", "--profile", "fork", "--keep-going", "--duration", "72h", "--parallel", par, "--out", out, "--quiet"}
+		if code := run(context.Background(), args, &stdout, &stderr); code != 1 {
+			t.Fatalf("%q exited %d, want 1\n%s%s", args, code, stdout.String(), stderr.String())
+		}
+		o := wallClockFigures.ReplaceAllString(strings.ReplaceAll(stdout.String(), out, "OUT"), "…")
+		outputs = append(outputs, regexp.MustCompile(`on \d+ cores.*`).ReplaceAllString(o, ""))
+		ents, _ := os.ReadDir(out)
+		var fs []string
+		for _, e := range ents {
+			b, _ := os.ReadFile(filepath.Join(out, e.Name()))
+			fs = append(fs, e.Name()+"\n"+string(b))
+		}
+		files = append(files, fs)
+	}
+	if outputs[0] != outputs[1] {
+		t.Errorf("one core printed\n%s\nthree printed\n%s", outputs[0], outputs[1])
+	}
+	if n := len(regexp.MustCompile(`(?m)^seed \d+: `).FindAllString(outputs[0], -1)); n < 2 || len(files[0]) != n {
+		t.Fatalf("want several violations under the fork profile, got:\n%s", outputs[0])
+	}
+	if strings.Join(files[0], "\x00") != strings.Join(files[1], "\x00") {
+		t.Errorf("the scenario files differ between one core and three")
+	}
+}
