@@ -206,7 +206,7 @@ func runStorageSimulate(ctx context.Context, name string, args []string, stdout,
 		prog.start()
 	}
 	start := time.Now() // I/O edge: the figures are wall-clock times
-	var simulated atomic.Int64
+	var simulated atomic.Int64 // seconds: 10,000 runs of four weeks overflow a time.Duration
 	sweep, err := simulator.Sweep(ctx, simulator.SweepConfig{
 		Seeds: rng, Parallelism: par, StopOnFailure: !*keepGoing,
 		Run: func(s simulator.Seed) simulator.RunReport {
@@ -219,7 +219,7 @@ func runStorageSimulate(ctx context.Context, name string, args []string, stdout,
 			if err != nil {
 				return simulator.RunReport{Err: err}
 			}
-			simulated.Add(int64(res.Simulated))
+			simulated.Add(int64(res.Simulated / time.Second))
 			rep := simulator.RunReport{Steps: int64(res.Ticks)}
 			if res.Failed() {
 				// Shrink here, on the worker: a sweep that keeps going
@@ -262,10 +262,10 @@ func runStorageSimulate(ctx context.Context, name string, args []string, stdout,
 			v.seed, v.res.Violations[0], v.foundAfter.Round(time.Millisecond), v.shrunkAfter.Round(time.Millisecond), path, path)
 	}
 	wall := sweep.Elapsed
-	sim := time.Duration(simulated.Load())
-	fmt.Fprintf(stdout, "profile %s: %d runs, %d violations, %s simulated in %s on %d cores: %.1f seeds/s, simulated/wall %.3g×\n",
-		storagesim.ProfileName(prof), sweep.Runs, violations, sim.Round(time.Hour), wall.Round(time.Millisecond), par,
-		sweep.SeedsPerSecond(), float64(sim)/float64(max(wall, 1)))
+	sim := float64(simulated.Load())
+	fmt.Fprintf(stdout, "profile %s: %d runs, %d violations, %.0f h simulated in %s on %d cores: %.1f seeds/s, simulated/wall %.3g×\n",
+		storagesim.ProfileName(prof), sweep.Runs, violations, sim/3600, wall.Round(time.Millisecond), par,
+		sweep.SeedsPerSecond(), sim/max(wall.Seconds(), 1e-9))
 	if violations > 0 {
 		return exitError(1)
 	}
