@@ -205,7 +205,7 @@ func runStorageSimulate(ctx context.Context, name string, args []string, stdout,
 		prog = newSweepProgress(stderr, rng.Len())
 		prog.start()
 	}
-	start := time.Now() // I/O edge: the figures are wall-clock times
+	start := time.Now()        // I/O edge: the figures are wall-clock times
 	var simulated atomic.Int64 // seconds: 10,000 runs of four weeks overflow a time.Duration
 	sweep, err := simulator.Sweep(ctx, simulator.SweepConfig{
 		Seeds: rng, Parallelism: par, StopOnFailure: !*keepGoing,
