@@ -152,6 +152,29 @@ cooldown, hysteresis and a sliding 24-hour action budget; emergency growth happe
 		},
 		exit: "0 success (every seed held, every verdict as expected) · 1 a violation or a differing verdict · 2 usage or harness error",
 	},
+	"storage run": {
+		usage: []string{"storage run --director URL --policy FILE --nats-url URL [flags]"},
+		about: `Sizes the volumes of a policy file through a Director's dynamic disks API (resize included), reading
+each disk's usage from its agent over the mbus, on the wall clock: every --interval it reconciles every
+volume, prints one line per volume (state, action, every gate that held one back) and rewrites the
+status file atomically (docs/storage.md).`,
+		examples: []string{
+			"cpilab storage run --director https://127.0.0.1:25555 --ca-cert ca.pem --user admin --password … --nats-url nats://127.0.0.1:4222 --policy volumes.yml",
+			"cpilab storage run … --once --profile fork:budget-reset   # one reconciliation with a fork divergence",
+		},
+		exit: "0 stopped by Ctrl-C, or --once done · 2 usage error, a bad policy file, or the Director or mbus could not be reached",
+	},
+	"storage replay": {
+		usage: []string{"storage replay [--rewrite] FILE", "replay [--rewrite] FILE   (the same, for a storage scenario)"},
+		about: `Replays a storage scenario file (fixtures/scenarios/storage, or one 'cpilab storage simulate' wrote)
+and compares every run's verdict with the file's expected output. A run without its verdict line (a
+file cut short) is refused.`,
+		examples: []string{
+			"cpilab storage replay fixtures/scenarios/storage/fork-no-hysteresis.txt",
+			"cpilab storage replay --rewrite storage-seed-16.txt   # write the actual verdicts",
+		},
+		exit: "0 every verdict as expected · 1 a verdict differs · 2 usage error, or a file that cannot be replayed",
+	},
 	"storage simulate":            storageSimulateHelp,
 	"simulate --workload storage": storageSimulateHelp,
 	"completion": {

@@ -63,19 +63,23 @@ func runStorageRun(ctx context.Context, args []string, stdout, stderr io.Writer)
 		interval                     time.Duration
 		once                         bool
 	)
-	fs.StringVar(&cc.URL, "director", "", "the Director's URL (required)")
-	fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CA the Director's certificate is checked against")
+	fs.StringVar(&cc.URL, "director", "", "the Director's `URL` (required)")
+	fs.StringVar(&caFile, "ca-cert", "", "PEM `FILE` of the CA the Director's certificate is checked against")
 	fs.StringVar(&cc.Username, "user", "", "user with bosh.admin, or bosh.dynamic-disks.create and .attach (resize needs create)")
 	fs.StringVar(&cc.Password, "password", "", "its password")
 	fs.StringVar(&cc.Token, "token", "", "or a bearer token")
-	fs.StringVar(&policyPath, "policy", "", "YAML file of the volumes and their policies (required; see docs in README)")
-	fs.StringVar(&statusAt, "status", "storage-status.json", "JSON file the volumes' status is kept in (written atomically)")
-	fs.StringVar(&natsURL, "nats-url", "", "the mbus the agents listen on, for their usage reports (required)")
+	fs.StringVar(&policyPath, "policy", "", "YAML `FILE` of the volumes and their policies (required; README, docs/storage.md)")
+	fs.StringVar(&statusAt, "status", "storage-status.json", "JSON `FILE` the volumes' status is kept in (written atomically)")
+	fs.StringVar(&natsURL, "nats-url", "", "the mbus `URL` the agents listen on, for their usage reports (required)")
 	fs.StringVar(&agentUUID, "mbus-uuid", "cpilab-storage", "this process's name on the mbus (reply subjects)")
 	fs.StringVar(&profile, "profile", "reference", "reference, fork or fork:KNOB[,KNOB] (budget-reset, no-cooldown, no-hysteresis)")
 	fs.DurationVar(&interval, "interval", time.Minute, "time between two reconciliations of every volume")
 	fs.BoolVar(&once, "once", false, "reconcile every volume once and exit")
 	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeHelp(stdout, "storage run")
+			return nil
+		}
 		return err
 	}
 	if cc.URL == "" || policyPath == "" || natsURL == "" {
@@ -331,16 +335,13 @@ func writeStorageViolation(dir string, v *storageViolation) (string, error) {
 
 func runStorageReplay(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("storage replay", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cpilab storage replay [--rewrite] FILE\n\nReplays a storage scenario file (fixtures/scenarios/storage, or one cpilab storage simulate wrote)\nand compares every run's verdict with the file's expected output.")
-		fs.PrintDefaults()
-	}
 	rewrite := fs.Bool("rewrite", false, "write the actual verdicts into the file instead of comparing")
-	if err := fs.Parse(args); err != nil {
+	if err := parseOnly(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			writeHelp(stdout, "storage replay")
+			return nil
 		}
-		return exitError(2)
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf(fs, "want exactly one FILE, got %d arguments", fs.NArg())

@@ -97,6 +97,15 @@ func TestSimulateWorkloadHelpAndCompletion(t *testing.T) {
 			}
 		}
 	}
+	for sub, flag := range map[string]string{"run": "--policy FILE", "replay": "--rewrite"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"storage", sub, "--help"}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+			t.Errorf("storage %s --help: exit %d, stderr %q", sub, code, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "Usage:\n  cpilab storage "+sub) || !strings.Contains(stdout.String(), "  "+flag) {
+			t.Errorf("storage %s --help lacks its usage or %s:\n%s", sub, flag, stdout.String())
+		}
+	}
 	var stdout, stderr bytes.Buffer
 	run(context.Background(), []string{"simulate", "--help"}, &stdout, &stderr)
 	if !strings.Contains(stdout.String(), "--workload") {
