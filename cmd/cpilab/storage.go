@@ -262,7 +262,7 @@ func runStorageSimulate(ctx context.Context, name string, args []string, stdout,
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "seed %d: %s\n  found after %s, shrunk and written after %s: %s\n  replay: cpilab storage replay %s\n",
+		fmt.Fprintf(stdout, "seed %d: %s\n  found after %s, shrunk after %s: %s\n  replay: cpilab storage replay %s\n",
 			v.seed, v.res.Violations[0], v.foundAfter.Round(time.Millisecond), v.shrunkAfter.Round(time.Millisecond), path, path)
 	}
 	wall := sweep.Elapsed
@@ -276,7 +276,6 @@ func runStorageSimulate(ctx context.Context, name string, args []string, stdout,
 	if sweep.Stopped {
 		fmt.Fprintf(stdout, "incomplete: %d of %d seeds run (interrupted)\n", sweep.Runs, rng.Len())
 		return exitError(exitRejected) // as the disk sweep: not a pass
-
 	}
 	return nil
 }
@@ -291,7 +290,8 @@ type storageViolation struct {
 	sres       storagesim.Result
 	shrinkErr  error
 	foundAfter time.Duration // since the sweep started
-	// shrunkAfter is when its shrunk scenario was ready.
+	// shrunkAfter is when its shrunk run was ready (since the sweep
+	// started).
 	shrunkAfter time.Duration
 }
 
