@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -48,9 +49,22 @@ type Decision struct {
 
 // ActionsInWindow counts the budgeted actions in (at-24h, at].
 func (s Status) ActionsInWindow(at time.Time) int {
+	return CountInWindow(func(yield func(time.Time) bool) {
+		for _, a := range s.History {
+			if a.CountsAgainstBudget() && !yield(a.At) {
+				return
+			}
+		}
+	}, at, BudgetWindow)
+}
+
+// CountInWindow counts the times of ts in the sliding window of length
+// window that ends at at: (at−window, at]. It is the one count of a
+// rolling window (the action budget, a provider's modifications per 24 h).
+func CountInWindow(ts iter.Seq[time.Time], at time.Time, window time.Duration) int {
 	n := 0
-	for _, a := range s.History {
-		if a.CountsAgainstBudget() && a.At.After(at.Add(-BudgetWindow)) && !a.At.After(at) {
+	for t := range ts {
+		if t.After(at.Add(-window)) && !t.After(at) {
 			n++
 		}
 	}
@@ -190,12 +204,15 @@ func Decide(p Policy, st Status, o Observation, prof Profile) Decision {
 
 // shrinkSize is the size a shrink goes to: the converge size with half the
 // hysteresis as margin, so that use must rise by that much before a grow is
-// due again (the fork profile: no margin).
+// due again (the fork profile: no margin). Usage reports are whole MiB,
+// rounded down, so the true use may be up to one MiB more than used: the
+// margin is counted from used+1, or a rise one MiB short of the margin
+// could call for a grow.
 func shrinkSize(p Policy, used int64, prof Profile) int64 {
 	if prof.NoHysteresis {
 		return fitSize(p, used, 0)
 	}
-	return fitSize(p, used, p.Hysteresis/2)
+	return fitSize(p, used+1, p.Hysteresis/2)
 }
 
 func shrinkWanted(p Policy, size, free int64, prof Profile) bool {

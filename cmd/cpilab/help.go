@@ -104,7 +104,8 @@ per VM) until Ctrl-C, or manages its fault rules. A rule:
 	},
 	"simulate": {
 		usage: []string{"simulate [--seed N] [flags]", "simulate --seeds A..B [--shard K/N] [--json-report FILE] [--keep-going] [flags]",
-			"simulate merge [--json-report FILE] REPORT..."},
+			"simulate merge [--json-report FILE] REPORT...",
+			"simulate --workload storage [--seeds A..B] [--profile P] [flags]   (cpilab storage simulate --help)"},
 		about: `Runs the director, one agent per VM, the fake cloud and the reference CPI in one process under a
 virtual clock and a seeded scheduler: the same seed gives the same trace. One seed prints PASS or the
 failure report: the seed, the fault schedule, a minimized trace file and the command that replays it.
@@ -112,25 +113,73 @@ A sweep runs every seed of A..B (with --shard K/N, the K-th of N contiguous bloc
 prints its progress on stderr (seeds done, failing seeds, rate, time left; --quiet for none), and
 writes its verdict as JSON with --json-report. "merge" combines the reports of every shard of one
 sweep into one verdict with each failing seed's replay command; it refuses reports of different
-sweeps, two reports of one shard, and missing shards (docs/simulate-report.md).`,
+sweeps, two reports of one shard, and missing shards (docs/simulate-report.md).
+--workload storage runs the storage-sizing controller's simulation instead, with the flags and output
+of 'cpilab storage simulate' (docs/storage.md).`,
 		examples: []string{
 			"cpilab simulate --seed 42 --steps 200 --profile upstream --faults default",
 			"cpilab simulate --seeds 1..10000 --faults default --keep-going",
 			"cpilab simulate --seeds 1..1000000 --shard 3/16 --keep-going --json-report out-3.json",
 			"cpilab simulate merge out-*.json",
+			"cpilab simulate --workload storage --seeds 1..10000 --profile fork:no-cooldown",
 		},
 		exit: "0 every seed passed · 1 a seed failed (trace written) or a sweep did not finish · 2 usage or harness error",
 	},
 	"replay": {
 		usage: []string{"replay [--rewrite] [--out DIR] FILE"},
 		about: `Replays a scenario file (fixtures/scenarios) or a minimized trace that cpilab simulate wrote, and
-compares every run's output with the file's expected output.`,
+compares every run's output with the file's expected output. A file whose first command is a storage
+run (fixtures/scenarios/storage, or one 'cpilab storage simulate' wrote) is replayed as 'cpilab storage
+replay' does; --out does not apply to it.`,
 		examples: []string{
 			"cpilab replay fixtures/scenarios/race-c.txt",
+			"cpilab replay fixtures/scenarios/storage/fork-no-cooldown.txt",
 			"cpilab replay --rewrite fixtures/scenarios/race-c.txt   # update the expected output",
 		},
 		exit: "0 every output as expected · 1 an output differs · 2 usage or harness error",
 	},
+	"storage": {
+		usage: []string{
+			"storage run --director URL --policy FILE --nats-url URL [flags]   size volumes through a Director, on the wall clock",
+			"storage simulate [--seeds A..B] [--profile P] [flags]            the controller's simulation over a seed range",
+			"storage replay [--rewrite] FILE                                  replay a storage scenario file",
+		},
+		about: `Convergent storage sizing over dynamic disks: a controller keeps each logical volume between its
+request and its limit, converging toward a buffer of free space, within a maintenance window, a
+cooldown, hysteresis and a sliding 24-hour action budget; emergency growth happens at once
+(docs/storage.md). 'cpilab storage SUBCOMMAND --help' lists a subcommand's flags.`,
+		examples: []string{
+			"cpilab storage run --director https://127.0.0.1:25555 --ca-cert ca.pem --user admin --password … --nats-url nats://127.0.0.1:4222 --policy volumes.yml",
+			"cpilab storage simulate --seeds 1..10000",
+			"cpilab storage replay fixtures/scenarios/storage/fork-budget-reset.txt",
+		},
+		exit: "0 success (every seed held, every verdict as expected) · 1 a violation or a differing verdict · 2 usage or harness error",
+	},
+	"storage run": {
+		usage: []string{"storage run --director URL --policy FILE --nats-url URL [flags]"},
+		about: `Sizes the volumes of a policy file through a Director's dynamic disks API (resize included), reading
+each disk's usage from its agent over the mbus, on the wall clock: every --interval it reconciles every
+volume, prints one line per volume (state, action, every gate that held one back) and rewrites the
+status file atomically (docs/storage.md).`,
+		examples: []string{
+			"cpilab storage run --director https://127.0.0.1:25555 --ca-cert ca.pem --user admin --password … --nats-url nats://127.0.0.1:4222 --policy volumes.yml",
+			"cpilab storage run … --once --profile fork:budget-reset   # one reconciliation with a fork divergence",
+		},
+		exit: "0 stopped by Ctrl-C, or --once done · 2 usage error, a bad policy file, or the Director or mbus could not be reached",
+	},
+	"storage replay": {
+		usage: []string{"storage replay [--rewrite] FILE", "replay [--rewrite] FILE   (the same, for a storage scenario)"},
+		about: `Replays a storage scenario file (fixtures/scenarios/storage, or one 'cpilab storage simulate' wrote)
+and compares every run's verdict with the file's expected output. A run without its verdict line (a
+file cut short) is refused.`,
+		examples: []string{
+			"cpilab storage replay fixtures/scenarios/storage/fork-no-hysteresis.txt",
+			"cpilab storage replay --rewrite storage-seed-16.txt   # write the actual verdicts",
+		},
+		exit: "0 every verdict as expected · 1 a verdict differs · 2 usage error, or a file that cannot be replayed",
+	},
+	"storage simulate":            storageSimulateHelp,
+	"simulate --workload storage": storageSimulateHelp,
 	"completion": {
 		usage: []string{"completion bash|zsh"},
 		about: "Prints a shell completion script for cpilab's commands and flags.",
@@ -140,6 +189,25 @@ compares every run's output with the file's expected output.`,
 		},
 		exit: "0 script printed · 2 unknown shell",
 	},
+}
+
+// storageSimulateHelp is the help of the storage simulation under both its
+// spellings.
+var storageSimulateHelp = helpText{
+	usage: []string{"storage simulate [--seeds A..B] [--profile P] [--keep-going] [--parallel N] [flags]",
+		"simulate --workload storage [the same flags]"},
+	about: `Runs the storage-sizing controller's model-level simulation (storage/storagesim) for every seed of
+A..B on every core (--parallel): each seed draws a policy, a provider model, a fill workload and a
+fault schedule and runs four virtual weeks under the invariant checkers. Progress goes to stderr
+(--quiet for none); the summary gives runs, violations, seeds/s and simulated time over wall time.
+The first violation (every one with --keep-going) is shrunk, saved as a scenario file in --out with
+the same run under the reference profile beside it, and its replay command printed.`,
+	examples: []string{
+		"cpilab storage simulate --seeds 1..10000                         # the reference policy holds",
+		"cpilab storage simulate --seeds 1..10000 --profile fork:budget-reset --out /tmp",
+		"cpilab simulate --workload storage --seeds 1..100 --duration 72h",
+	},
+	exit: "0 every seed held · 1 a violation (scenario written) or the sweep was interrupted · 2 usage or harness error",
 }
 
 // writeUsage writes the list of commands.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,15 +16,37 @@ import (
 )
 
 func init() {
-	commands["simulate"] = command{summary: "deterministic simulation of director + agents + cloud from a seed, a sweep of seeds, or a merge of sweep shards", run: runSimulate}
-	commands["replay"] = command{summary: "replay a scenario or minimized trace file and compare its expected output", run: runReplay}
+	commands["simulate"] = command{summary: "deterministic simulation of director + agents + cloud (--workload storage: the storage controller) from a seed, a sweep of seeds, or a merge of sweep shards", run: runSimulate}
+	commands["replay"] = command{summary: "replay a scenario (disk or storage) or minimized trace file and compare its expected output", run: runReplay}
 }
 
+// The workloads `cpilab simulate --workload` runs.
+const (
+	workloadDisks   = "disks"   // the director's dynamic disks: lifecycle races (package simulator)
+	workloadStorage = "storage" // the storage-sizing controller (package storage/storagesim)
+)
+
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	workload, args, err := cutWorkloadFlag(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "cpilab simulate: %v\nRun 'cpilab simulate --help' for usage.\n", err)
+		return exitError(exitUsage)
+	}
+	switch workload {
+	case workloadDisks:
+	case workloadStorage:
+		return runStorageSimulate(ctx, "simulate --workload storage", args, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "cpilab simulate: --workload %q: want %s or %s\nRun 'cpilab simulate --help' for usage.\n",
+			workload, workloadDisks, workloadStorage)
+		return exitError(exitUsage)
+	}
 	if len(args) > 0 && args[0] == "merge" {
 		return runSimulateMerge(args[1:], stdout, stderr)
 	}
 	fs := newFlagSet("simulate", stderr)
+	fs.String("workload", workloadDisks, "what to simulate: "+workloadDisks+" (the director's dynamic disks) or "+workloadStorage+
+		" (the storage-sizing controller, the flags of 'cpilab storage simulate')")
 	var run simulator.RunConfig
 	run.RegisterFlags(fs)
 	seeds := fs.String("seeds", "", "sweep a seed range A..B on every core instead of one --seed")
@@ -255,6 +278,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() != 1 {
 		return usageErrorf(fs, "want exactly one FILE, got %d arguments", fs.NArg())
 	}
+	if isStorageScenario(fs.Arg(0)) {
+		if *outDir != "" {
+			return usageErrorf(fs, "--out: a storage scenario has no history to visualize")
+		}
+		return replayStorage(fs.Arg(0), *rewrite, stdout, stderr)
+	}
 	res, err := simulator.Replay(simulator.ReplayConfig{Path: fs.Arg(0), Rewrite: *rewrite, OutDir: *outDir, Out: stdout})
 	if errors.Is(err, simulator.ErrInvalidFile) {
 		fmt.Fprintf(stderr, "cpilab replay: %v\n", err)
@@ -267,6 +296,39 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return exitError(1)
 	}
 	return nil
+}
+
+// cutWorkloadFlag takes --workload NAME (or -workload, or =NAME) out of
+// args, before the flags of the workload's own command are parsed. Without
+// it the workload is disks.
+func cutWorkloadFlag(args []string) (string, []string, error) {
+	workload, found := workloadDisks, false
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "workload" {
+			rest = append(rest, a)
+			continue
+		}
+		if found {
+			return "", nil, fmt.Errorf("--workload given twice")
+		}
+		found = true
+		if !hasVal {
+			if i+1 == len(args) {
+				return "", nil, fmt.Errorf("flag needs an argument: --workload (%s or %s)", workloadDisks, workloadStorage)
+			}
+			i++
+			val = args[i]
+		}
+		workload = val
+	}
+	return workload, rest, nil
 }
 
 // isSet reports whether the flag name was given on the command line.

@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cpilab/cpilab/director"
@@ -39,13 +41,12 @@ func runStorage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return exitError(2)
 	}
 	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprintln(stderr, storageUsage)
-		return flag.ErrHelp
+	case "-h", "--help", "-help", "help":
+		return flag.ErrHelp // run prints helps["storage"] on stdout
 	case "run":
 		return runStorageRun(ctx, args[1:], stdout, stderr)
 	case "simulate":
-		return runStorageSimulate(ctx, args[1:], stdout, stderr)
+		return runStorageSimulate(ctx, "storage simulate", args[1:], stdout, stderr)
 	case "replay":
 		return runStorageReplay(args[1:], stdout, stderr)
 	}
@@ -62,19 +63,23 @@ func runStorageRun(ctx context.Context, args []string, stdout, stderr io.Writer)
 		interval                     time.Duration
 		once                         bool
 	)
-	fs.StringVar(&cc.URL, "director", "", "the Director's URL (required)")
-	fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CA the Director's certificate is checked against")
+	fs.StringVar(&cc.URL, "director", "", "the Director's `URL` (required)")
+	fs.StringVar(&caFile, "ca-cert", "", "PEM `FILE` of the CA the Director's certificate is checked against")
 	fs.StringVar(&cc.Username, "user", "", "user with bosh.admin, or bosh.dynamic-disks.create and .attach (resize needs create)")
 	fs.StringVar(&cc.Password, "password", "", "its password")
 	fs.StringVar(&cc.Token, "token", "", "or a bearer token")
-	fs.StringVar(&policyPath, "policy", "", "YAML file of the volumes and their policies (required; see docs in README)")
-	fs.StringVar(&statusAt, "status", "storage-status.json", "JSON file the volumes' status is kept in (written atomically)")
-	fs.StringVar(&natsURL, "nats-url", "", "the mbus the agents listen on, for their usage reports (required)")
+	fs.StringVar(&policyPath, "policy", "", "YAML `FILE` of the volumes and their policies (required; README, docs/storage.md)")
+	fs.StringVar(&statusAt, "status", "storage-status.json", "JSON `FILE` the volumes' status is kept in (written atomically)")
+	fs.StringVar(&natsURL, "nats-url", "", "the mbus `URL` the agents listen on, for their usage reports (required)")
 	fs.StringVar(&agentUUID, "mbus-uuid", "cpilab-storage", "this process's name on the mbus (reply subjects)")
 	fs.StringVar(&profile, "profile", "reference", "reference, fork or fork:KNOB[,KNOB] (budget-reset, no-cooldown, no-hysteresis)")
 	fs.DurationVar(&interval, "interval", time.Minute, "time between two reconciliations of every volume")
 	fs.BoolVar(&once, "once", false, "reconcile every volume once and exit")
 	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeHelp(stdout, "storage run")
+			return nil
+		}
 		return err
 	}
 	if cc.URL == "" || policyPath == "" || natsURL == "" {
@@ -159,14 +164,22 @@ func describeDecision(v storage.Volume, d storage.Decision) string {
 	return b.String()
 }
 
-func runStorageSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("storage simulate", stderr)
+// runStorageSimulate is `cpilab storage simulate`, also spelled
+// `cpilab simulate --workload storage`: name is the spelling its flags and
+// help go under.
+func runStorageSimulate(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(name, stderr)
 	seeds := fs.String("seeds", "1..100", "seed range A..B (or one seed); each seed draws a whole run (storagesim.Generate)")
 	profile := fs.String("profile", "reference", "reference, fork or fork:KNOB[,KNOB] (budget-reset, no-cooldown, no-hysteresis)")
 	outDir := fs.String("out", ".", "where each violation's shrunk scenario (storage-seed-N.txt) goes")
 	duration := fs.Duration("duration", 0, "virtual time per run (default: storagesim's, 4 weeks)")
 	keepGoing := fs.Bool("keep-going", false, "run every seed instead of stopping at the first violation")
+	parallel := fs.Int("parallel", 0, "runs at once (0: GOMAXPROCS, every core)")
 	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeHelp(stdout, name)
+			return nil
+		}
 		return err
 	}
 	rng, err := simulator.ParseSeedRange(*seeds)
@@ -180,72 +193,127 @@ func runStorageSimulate(ctx context.Context, args []string, stdout, stderr io.Wr
 	if *duration < 0 {
 		return usageErrorf(fs, "--duration must not be negative, got %s", *duration)
 	}
+	if *parallel < 0 {
+		return usageErrorf(fs, "--parallel %d: want a number of runs at once ≥ 1, or 0 for every core", *parallel)
+	}
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		return err
 	}
-	start := time.Now() // I/O edge: progress on the wall clock
-	total := uint64(rng.To-rng.From) + 1
-	var runs, violations int
-	var simulated time.Duration
-	for s := uint64(rng.From); ; s++ {
-		if err := ctx.Err(); err != nil {
+	par := *parallel
+	if par == 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	par = int(min(uint64(par), max(rng.Len(), 1)))
+	var prog *sweepProgress
+	if !newUI(fs, stdout, stderr).quiet {
+		prog = newSweepProgress(stderr, rng.Len())
+		prog.start()
+	}
+	start := time.Now()        // I/O edge: the figures are wall-clock times
+	var simulated atomic.Int64 // seconds: 10,000 runs of four weeks overflow a time.Duration
+	sweep, err := simulator.Sweep(ctx, simulator.SweepConfig{
+		Seeds: rng, Parallelism: par, StopOnFailure: !*keepGoing,
+		Run: func(s simulator.Seed) simulator.RunReport {
+			cfg := storagesim.Generate(uint64(s))
+			cfg.Profile = prof
+			if *duration > 0 {
+				cfg.Duration = *duration
+			}
+			res, err := storagesim.Run(cfg)
+			if err != nil {
+				return simulator.RunReport{Err: err}
+			}
+			simulated.Add(int64(res.Simulated / time.Second))
+			rep := simulator.RunReport{Steps: int64(res.Ticks)}
+			if res.Failed() {
+				// Shrink here, on the worker: a sweep that keeps going
+				// shrinks its violations on every core.
+				v := &storageViolation{seed: uint64(s), cfg: cfg, res: res, foundAfter: time.Since(start)}
+				v.small, v.sres, v.shrinkErr = storagesim.Shrink(cfg)
+				v.shrunkAfter = time.Since(start)
+				rep.Err = v
+			}
+			return rep
+		},
+		OnRun: func(s simulator.Seed, rep simulator.RunReport) {
+			if prog != nil {
+				prog.ran(s, rep)
+			}
+		},
+	})
+	if prog != nil {
+		prog.stop()
+	}
+	if err != nil {
+		return err
+	}
+	failures := sweep.Failures
+	if !*keepGoing && len(failures) > 1 {
+		failures = failures[:1] // the lowest failing seed; others ran beside it
+	}
+	violations := 0
+	for _, f := range failures {
+		var v *storageViolation
+		if !errors.As(f.Err, &v) {
+			return fmt.Errorf("seed %s: %w", f.Seed, f.Err) // an invalid run or a panic: a harness error
+		}
+		violations++
+		path, err := writeStorageViolation(*outDir, v)
+		if err != nil {
 			return err
 		}
-		cfg := storagesim.Generate(s)
-		cfg.Profile = prof
-		if *duration > 0 {
-			cfg.Duration = *duration
-		}
-		res, err := storagesim.Run(cfg)
-		if err != nil {
-			return fmt.Errorf("seed %d: %w", s, err)
-		}
-		runs++
-		simulated += res.Simulated
-		if res.Failed() {
-			violations++
-			path, err := saveStorageViolation(*outDir, s, cfg, res)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "seed %d: %s\n  shrunk scenario: %s\n  replay: cpilab storage replay %s\n", s, res.Violations[0], path, path)
-			if !*keepGoing {
-				break
-			}
-		}
-		if runs%100 == 0 || uint64(runs) == total {
-			fmt.Fprintf(stderr, "storage simulate: %d/%d seeds, %d violations, %s\n", runs, total, violations, time.Since(start).Round(time.Millisecond))
-		}
-		if s == uint64(rng.To) {
-			break
-		}
+		fmt.Fprintf(stdout, "seed %d: %s\n  found after %s, shrunk after %s: %s\n  replay: cpilab storage replay %s\n",
+			v.seed, v.res.Violations[0], v.foundAfter.Round(time.Millisecond), v.shrunkAfter.Round(time.Millisecond), path, path)
 	}
-	wall := time.Since(start)
-	fmt.Fprintf(stdout, "profile %s: %d runs, %d violations, %s simulated in %s\n", storagesim.ProfileName(prof), runs, violations,
-		simulated.Round(time.Hour), wall.Round(time.Millisecond))
+	wall := sweep.Elapsed
+	sim := float64(simulated.Load())
+	fmt.Fprintf(stdout, "profile %s: %d runs, %d violations, %.0f h simulated in %s on %d cores: %.1f seeds/s, simulated/wall %.3g×\n",
+		storagesim.ProfileName(prof), sweep.Runs, violations, sim/3600, wall.Round(time.Millisecond), par,
+		sweep.SeedsPerSecond(), sim/max(wall.Seconds(), 1e-9))
 	if violations > 0 {
 		return exitError(1)
+	}
+	if sweep.Stopped {
+		fmt.Fprintf(stdout, "incomplete: %d of %d seeds run (interrupted)\n", sweep.Runs, rng.Len())
+		return exitError(exitRejected) // as the disk sweep: not a pass
 	}
 	return nil
 }
 
-// saveStorageViolation shrinks a failing run and writes it as a scenario
-// file (the shrunk run, then the same run under the reference profile).
-func saveStorageViolation(dir string, seed uint64, cfg storagesim.Config, res storagesim.Result) (string, error) {
-	small, sres, err := storagesim.Shrink(cfg)
-	if err != nil {
-		return "", fmt.Errorf("seed %d: shrink: %w", seed, err)
+// storageViolation is a failing seed of a storage sweep, shrunk on the
+// worker that found it.
+type storageViolation struct {
+	seed       uint64
+	cfg        storagesim.Config
+	res        storagesim.Result
+	small      storagesim.Config
+	sres       storagesim.Result
+	shrinkErr  error
+	foundAfter time.Duration // since the sweep started
+	// shrunkAfter is when its shrunk run was ready (since the sweep
+	// started).
+	shrunkAfter time.Duration
+}
+
+func (v *storageViolation) Error() string { return v.res.Violations[0].String() }
+
+// writeStorageViolation writes a failing run's shrunk scenario file: the
+// shrunk run, then the same run under the reference profile.
+func writeStorageViolation(dir string, v *storageViolation) (string, error) {
+	if v.shrinkErr != nil {
+		return "", fmt.Errorf("seed %d: shrink: %w", v.seed, v.shrinkErr)
 	}
+	small, sres := v.small, v.sres
 	if !sres.Failed() { // cannot happen: Shrink keeps the violation; keep the whole run then
-		small, sres = cfg, res
+		small, sres = v.cfg, v.res
 	}
 	var b strings.Builder
 	whole := "the default duration"
-	if cfg.Duration > 0 {
-		whole = cfg.Duration.String()
+	if v.cfg.Duration > 0 {
+		whole = v.cfg.Duration.String()
 	}
 	comment := fmt.Sprintf("cpilab storage simulate --seeds %d --profile %s: %s\nshrunk from a run of %s with %d faults",
-		seed, storagesim.ProfileName(cfg.Profile), sres.Violations[0], whole, len(cfg.Faults))
+		v.seed, storagesim.ProfileName(v.cfg.Profile), sres.Violations[0], whole, len(v.cfg.Faults))
 	if err := storagesim.WriteScenario(&b, comment, small, sres); err != nil {
 		return "", err
 	}
@@ -261,27 +329,52 @@ func saveStorageViolation(dir string, seed uint64, cfg storagesim.Config, res st
 			return "", err
 		}
 	}
-	path := filepath.Join(dir, fmt.Sprintf("storage-seed-%d.txt", seed))
+	path := filepath.Join(dir, fmt.Sprintf("storage-seed-%d.txt", v.seed))
 	return path, os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 func runStorageReplay(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("storage replay", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cpilab storage replay [--rewrite] FILE\n\nReplays a storage scenario file (fixtures/scenarios/storage, or one cpilab storage simulate wrote)\nand compares every run's verdict with the file's expected output.")
-		fs.PrintDefaults()
-	}
 	rewrite := fs.Bool("rewrite", false, "write the actual verdicts into the file instead of comparing")
-	if err := fs.Parse(args); err != nil {
+	if err := parseOnly(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			writeHelp(stdout, "storage replay")
+			return nil
 		}
-		return exitError(2)
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf(fs, "want exactly one FILE, got %d arguments", fs.NArg())
 	}
-	rep, err := scenario.Run(fs.Arg(0), storagesim.Registry(), &storagesim.State{}, scenario.Options{Rewrite: *rewrite})
+	return replayStorage(fs.Arg(0), *rewrite, stdout, stderr)
+}
+
+// isStorageScenario reports whether path is a storage scenario file: its
+// first command is a storage run (storagesim's format). A file that cannot
+// be read or parsed is left to the disk replayer, which says why.
+func isStorageScenario(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	f, err := scenario.Parse(path, string(data))
+	if err != nil {
+		return false
+	}
+	cmds := f.Commands()
+	return len(cmds) > 0 && cmds[0].Name == storagesim.Command
+}
+
+// replayStorage is `cpilab storage replay FILE`, also spelled `cpilab
+// replay FILE` for a storage scenario.
+func replayStorage(path string, rewrite bool, stdout, stderr io.Writer) error {
+	if !rewrite {
+		if err := storagesim.CheckFile(path); err != nil {
+			fmt.Fprintf(stderr, "cpilab replay: %v\n", err)
+			return exitError(exitUsage)
+		}
+	}
+	rep, err := scenario.Run(path, storagesim.Registry(), &storagesim.State{}, scenario.Options{Rewrite: rewrite})
 	if err != nil {
 		return err
 	}

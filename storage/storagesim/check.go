@@ -2,6 +2,7 @@ package storagesim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cpilab/cpilab/storage"
@@ -45,6 +46,9 @@ type checker struct {
 	lastAt     time.Time
 	lastCrit   bool
 	lastOK     bool // the controller ran at the last tick
+	// lastBlind: at the last tick no usage report could reach the
+	// controller (decided from the model's faults, not from its status).
+	lastBlind bool
 }
 
 func newChecker(cfg Config, w *world, st store) *checker {
@@ -102,7 +106,7 @@ func (c *checker) afterReconcile(d storage.Decision, err error, started []issued
 		// Refusals cost no budget: the status's count may exceed the
 		// accepted modifications in the window by the one in flight only.
 		if w.disk != nil {
-			accepted := countSince(w.disk.mods, w.now.Add(-storage.BudgetWindow))
+			accepted := storage.CountInWindow(slices.Values(w.disk.mods), w.now, storage.BudgetWindow)
 			if n := st.ActionsInWindow(w.now); n > accepted+1 {
 				c.violate("refusal-free", "the status counts %d actions in 24 h, the provider accepted %d", n, accepted)
 			}
@@ -110,6 +114,7 @@ func (c *checker) afterReconcile(d storage.Decision, err error, started []issued
 	}
 	c.last, c.lastAt, c.lastOK = d, w.now, err == nil
 	c.lastCrit = c.critical()
+	c.lastBlind = w.agentUnreachable()
 }
 
 func (c *checker) lastGrowWasEmergency() bool {
@@ -202,9 +207,10 @@ func abs(x float64) float64 {
 }
 
 // attributeFull names the gate that let the disk fill, and records a
-// violation when no gate did: the controller saw a critical disk at its
-// last tick, nothing was in flight, the true sliding-window budget had
-// room, the provider would have accepted and the limit was not reached.
+// violation when no gate did: the controller could see a critical disk at
+// its last tick (it ran, and the agent could report usage), nothing was in
+// flight, the true sliding-window budget had room, the provider would have
+// accepted and the limit was not reached.
 func (c *checker) attributeFull() string {
 	w := c.w
 	p := c.cfg.Policy
@@ -214,6 +220,8 @@ func (c *checker) attributeFull() string {
 		return "controller or director down"
 	case !c.lastCrit:
 		return "filled within one tick of detection"
+	case c.lastBlind:
+		return "no usage report (agent unreachable)"
 	case ds.inflight != nil || c.last.State == storage.StateResizing:
 		return "resize in flight"
 	}
@@ -240,7 +248,7 @@ func (c *checker) attributeFull() string {
 	if prov.MinInterval > 0 && len(ds.mods) > 0 && c.lastAt.Sub(ds.mods[len(ds.mods)-1]) < prov.MinInterval {
 		return "provider interval"
 	}
-	if prov.MaxPer24h > 0 && countSince(ds.mods, c.lastAt.Add(-24*time.Hour)) >= prov.MaxPer24h {
+	if prov.MaxPer24h > 0 && storage.CountInWindow(slices.Values(ds.mods), c.lastAt, 24*time.Hour) >= prov.MaxPer24h {
 		return "provider quota"
 	}
 	gate := "none"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cpilab/cpilab/storage"
@@ -92,6 +93,12 @@ func (w *world) faultActive(kind string) bool {
 	return false
 }
 
+// agentUnreachable: no usage report can come now (the agent is down, or
+// its VM is being recreated).
+func (w *world) agentUnreachable() bool {
+	return w.faultActive(AgentDown) || w.faultActive(VMRecreate)
+}
+
 // advance moves tasks forward to w.now.
 func (w *world) advance() {
 	d := w.disk
@@ -159,7 +166,7 @@ func (dr director) StartResize(_ context.Context, name string, size int64) (stri
 		t.refused = fmt.Sprintf("size %d MiB exceeds the provider maximum %d MiB", size, w.provider.MaxSizeMiB)
 	case w.provider.MinInterval > 0 && len(d.mods) > 0 && w.now.Sub(d.mods[len(d.mods)-1]) < w.provider.MinInterval:
 		t.refused = fmt.Sprintf("the volume was modified %s ago (minimum interval %s)", w.now.Sub(d.mods[len(d.mods)-1]), w.provider.MinInterval)
-	case w.provider.MaxPer24h > 0 && countSince(d.mods, w.now.Add(-24*time.Hour)) >= w.provider.MaxPer24h:
+	case w.provider.MaxPer24h > 0 && storage.CountInWindow(slices.Values(d.mods), w.now, 24*time.Hour) >= w.provider.MaxPer24h:
 		t.refused = fmt.Sprintf("%d modifications in the last 24 h (provider limit)", w.provider.MaxPer24h)
 	}
 	w.issued = append(w.issued, issued{at: w.now, from: d.sizeMiB, target: size, refused: t.refused != ""})
@@ -172,16 +179,6 @@ func (dr director) StartResize(_ context.Context, name string, size int64) (stri
 	t.fails = w.faultActive(ResizeFails) || w.faultActive(VMRecreate)
 	d.inflight = t
 	return t.id, nil
-}
-
-func countSince(ts []time.Time, since time.Time) int {
-	n := 0
-	for _, t := range ts {
-		if t.After(since) {
-			n++
-		}
-	}
-	return n
 }
 
 func (dr director) Task(_ context.Context, id string) (storage.TaskState, string, error) {
@@ -207,7 +204,7 @@ type usage struct{ w *world }
 
 func (u usage) Usage(_ context.Context, _, cid string) (int64, int64, error) {
 	w := u.w
-	if w.faultActive(AgentDown) || w.faultActive(VMRecreate) {
+	if w.agentUnreachable() {
 		return 0, 0, errors.New("agent unreachable (simulated)")
 	}
 	if w.disk == nil || w.disk.cid != cid || w.disk.inflight != nil {

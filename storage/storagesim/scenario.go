@@ -1,8 +1,10 @@
 package storagesim
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -27,10 +29,14 @@ import (
 // Every field is written out, so a file replays the same run whatever the
 // defaults become.
 
+// Command is the name of the scenario command that is one storage run. A
+// file whose first command is Command is a storage scenario file.
+const Command = "storage"
+
 // Registry returns the scenario commands of storage runs.
 func Registry() *scenario.Registry[*State] {
 	r := scenario.NewRegistry[*State]()
-	r.Register("storage", "storage profile=reference|fork[:budget-reset,no-cooldown,no-hysteresis] seed=N duration=D tick=D, then policy/emergency/steps/provider/workload/fault lines", runCommand)
+	r.Register(Command, "storage profile=reference|fork[:budget-reset,no-cooldown,no-hysteresis] seed=N duration=D tick=D, then policy/emergency/steps/provider/workload/fault lines", runCommand)
 	return r
 }
 
@@ -48,6 +54,41 @@ func runCommand(_ *State, c *scenario.Command) (string, error) {
 		return "", err
 	}
 	return Verdict(res), nil
+}
+
+// ErrInvalidFile is wrapped by CheckFile's error: a file that cannot be
+// replayed.
+var ErrInvalidFile = errors.New("not a replayable storage scenario file")
+
+// CheckFile reports a storage scenario file that a replay must not pass:
+// unreadable or unparsable, with no storage run, or with a run whose
+// expected output is not a verdict line ("ok", "violated: …", "error: …"),
+// which is what a file cut short looks like. The error wraps ErrInvalidFile
+// and names the file and line.
+func CheckFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidFile, err)
+	}
+	f, err := scenario.Parse(path, string(data))
+	if err != nil {
+		return fmt.Errorf("%w: %w (is the file truncated?)", ErrInvalidFile, err)
+	}
+	runs := 0
+	for _, c := range f.Commands() {
+		if c.Name != Command {
+			continue
+		}
+		runs++
+		if v := strings.TrimSpace(c.Expected); v != "ok" && !strings.HasPrefix(v, "violated: ") && !strings.HasPrefix(v, "error: ") {
+			return fmt.Errorf("%w: %s: the expected output of this run is not one verdict line (ok, violated: …, error: …): "+
+				"the file is truncated, or was never filled in (replay --rewrite fills it in)", ErrInvalidFile, c.Pos)
+		}
+	}
+	if runs == 0 {
+		return fmt.Errorf("%w: %s holds no %s run", ErrInvalidFile, path, Command)
+	}
+	return nil
 }
 
 // Verdict is a run's expected-output line: its first violation or "ok".

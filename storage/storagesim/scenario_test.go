@@ -2,6 +2,7 @@ package storagesim
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func TestShrinkKeepsTheViolation(t *testing.T) {
 	cfg.Profile = storage.Profile{BudgetReset: true}
 	res, _ := Run(cfg)
 	if !res.Failed() {
-		t.Skip("seed 11 no longer fails under budget-reset; pick another in TestForkKnobsAreFound's log")
+		t.Fatal("seed 11 no longer fails under budget-reset; pick another from TestForkKnobsAreFound's log")
 	}
 	small, sres, err := Shrink(cfg)
 	if err != nil {
@@ -91,5 +92,32 @@ func TestScenarioFiles(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			scenario.RunTest(t, f, Registry(), func() *State { return &State{} })
 		})
+	}
+}
+
+// CheckFile refuses what a replay must not pass: no storage run, a run cut
+// before its verdict, a verdict that is not one.
+func TestCheckFileRefusesCutFiles(t *testing.T) {
+	run := "storage profile=reference seed=1 duration=1h tick=1m\n----\n"
+	for _, tc := range []struct{ name, body, want string }{
+		{"empty", "", "holds no storage run"},
+		{"comments", "# nothing\n", "holds no storage run"},
+		{"no-separator", "storage profile=reference seed=1 duration=1h tick=1m\n", `no "----" line`},
+		{"no-verdict", run, "not one verdict line"},
+		{"not-a-verdict", run + "ok at 1h\n", "not one verdict line"},
+	} {
+		path := filepath.Join(t.TempDir(), tc.name+".txt")
+		os.WriteFile(path, []byte(tc.body), 0o644)
+		err := CheckFile(path)
+		if !errors.Is(err, ErrInvalidFile) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want ErrInvalidFile saying %q and naming the file", tc.name, err, tc.want)
+		}
+	}
+	for _, verdict := range []string{"ok", "violated: budget at 3h0m0s", "error: bad policy"} {
+		path := filepath.Join(t.TempDir(), "good.txt")
+		os.WriteFile(path, []byte(run+verdict+"\n"), 0o644)
+		if err := CheckFile(path); err != nil {
+			t.Errorf("verdict %q refused: %v", verdict, err)
+		}
 	}
 }

@@ -48,6 +48,11 @@ func Shrink(cfg Config) (Config, Result, error) {
 	}
 	// Rounder numbers.
 	for _, f := range []func(*Config){
+		func(c *Config) {
+			for i := range c.Faults {
+				c.Faults[i].At = c.Faults[i].At.Round(time.Minute)
+			}
+		},
 		func(c *Config) { c.Workload.RateMiBPerHour = round2(c.Workload.RateMiBPerHour) },
 		func(c *Config) { c.Workload.BurstMiB = round2(c.Workload.BurstMiB) },
 		func(c *Config) { c.InitialUsedMiB = round2(c.InitialUsedMiB) },
