@@ -50,6 +50,7 @@ const (
 	ClauseDeleteSnapshot = "errors.delete-snapshot-missing"
 	ClauseDetachTwice    = "errors.detach-not-attached"
 	ClauseAttachGone     = "errors.attach-disk-missing"
+	ClauseAttachVMGone   = "errors.attach-vm-missing"
 	ClauseMetadataGone   = "errors.vm-metadata-missing"
 	ClauseKnownTypes     = "errors.known-types"
 
@@ -60,6 +61,7 @@ const (
 	ClauseNoRegistry    = "table.no-registry"
 	ClauseTableRegistry = "table.registry"
 	ClauseTableUserData = "table.user-data"
+	ClauseAgentSettings = "table.settings"
 	ClauseAgentPing     = "agent.ping"
 	ClauseAgentDisk     = "agent.disk"
 	ClauseSymlink       = "agent.link"
@@ -119,6 +121,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseDeleteSnapshot, "delete_snapshot of a missing snapshot → success or the not-found type, never a generic CloudError"},
 	{ClauseDetachTwice, "detach_disk of a detached disk → success or DiskNotAttached"},
 	{ClauseAttachGone, "attach_disk of a deleted disk fails with a typed error"},
+	{ClauseAttachVMGone, "attach_disk to a deleted VM fails with a typed error and attaches nothing"},
 	{ClauseMetadataGone, "set_vm_metadata of a deleted VM fails with a typed error"},
 	{ClauseKnownTypes, "every error type is one the Director knows"},
 
@@ -129,6 +132,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseNoRegistry, "without a registry, create_vm on a stemcell 1 fails clearly (a known error type and a message) and leaves no VM"},
 	{ClauseTableRegistry, "the registry is updated exactly as the reference table says"},
 	{ClauseTableUserData, "agent settings are in the IaaS user-data exactly as the reference table says"},
+	{ClauseAgentSettings, "the agent settings carry the agent_id, the env and the networks create_vm was given"},
 	{ClauseAgentPing, "the agent boots from the settings the CPI wrote and answers ping over the mbus"},
 	{ClauseAgentDisk, "the agent finds the disk through the hint (add_persistent_disk, mount_disk, add_dynamic_disk)"},
 	{ClauseSymlink, "/var/vcap/data/dynamic_disks/<disk_cid> on the VM leads to the device the IaaS attached"},
