@@ -23,6 +23,7 @@ const (
 	ClauseStemcell      = "stemcell.create-delete"
 	ClauseStemcellTruth = "stemcell.exists"
 	ClauseCreateVM      = "vm.create-shape"
+	ClauseVMAsAsked     = "vm.create-as-asked"
 	ClauseHasVM         = "vm.has-vm"
 	ClauseDeleteVMDisks = "vm.delete-keeps-disks"
 	ClauseRebootVM      = "vm.reboot"
@@ -94,6 +95,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseStemcell, "create_stemcell returns a stemcell_cid, delete_stemcell null"},
 	{ClauseStemcellTruth, "the stemcell create_stemcell named exists in the IaaS"},
 	{ClauseCreateVM, "create_vm returns a vm_cid at api_version 1 and [vm_cid, networks] at 2+"},
+	{ClauseVMAsAsked, "the VM create_vm made holds the cloud_properties asked for"},
 	{ClauseHasVM, "has_vm is true after create_vm and false after delete_vm; the IaaS agrees"},
 	{ClauseDeleteVMDisks, "delete_vm of a VM with persistent disks attached removes the VM and keeps every disk and its data"},
 	{ClauseRebootVM, "reboot_vm succeeds and the VM still exists"},

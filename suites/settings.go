@@ -13,8 +13,9 @@ import (
 
 // contractSettingsSpecs registers, in a contract context, the specs that
 // follow what create_vm and attach_disk were given to where it must end
-// up: the agent settings the CPI wrote (table.settings) and an attach to
-// a VM that no longer exists (errors.attach-vm-missing). The pointers are
+// up: the agent settings the CPI wrote (table.settings), the VM's
+// cloud_properties in the IaaS (vm.create-as-asked) and an attach to a VM
+// that no longer exists (errors.attach-vm-missing). The pointers are
 // the context's shared stemcell and deleted VM, set by its setup.
 func contractSettingsSpecs(st *state, cc ContractContext, stemcell, ghostVM *string) {
 	It(ClauseText(ClauseAgentSettings), labels("table", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
@@ -42,6 +43,23 @@ func contractSettingsSpecs(st *state, cc ContractContext, stemcell, ghostVM *str
 		}
 		if why := settingsMiss(got, v.AgentID, req.Arguments[5], req.Arguments[3]); why != "" {
 			violate(violation(ClauseAgentSettings, fmt.Sprintf("the agent settings of %s in the %s %s: %s", v.CID, where, excerpt(mustJSON(got)), why), v.X))
+		}
+	})
+
+	It(ClauseText(ClauseVMAsAsked), labels("iaas", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+		o := st.oracle()
+		base := st.cfg.Env.VMCloudProperties
+		if st.vmProps != nil {
+			base = *st.vmProps
+		}
+		want := mergeProps(base, cpiv2.MustCloudProps(map[string]string{"instance_type": st.names.next("type")}))
+		v := st.createVMWith(ctx, st.tracker(), *stemcell, cc.Stemcell, want)
+		ov, ok, err := o.VM(ctx, v.CID)
+		if err != nil || !ok {
+			violate(violation(ClauseVMAsAsked, fmt.Sprintf("create_vm returned %s, but the IaaS has no such VM (oracle: %v)", v.CID, err), v.X))
+		}
+		if !holdsProps(ov.CloudProperties, want) {
+			violate(violation(ClauseVMAsAsked, fmt.Sprintf("create_vm with cloud_properties %s made VM %s with %s", excerpt(want.Raw()), v.CID, excerpt(ov.CloudProperties)), v.X))
 		}
 	})
 
