@@ -23,6 +23,7 @@ const (
 	ClauseStemcell      = "stemcell.create-delete"
 	ClauseStemcellTruth = "stemcell.exists"
 	ClauseCreateVM      = "vm.create-shape"
+	ClauseVMAsAsked     = "vm.create-as-asked"
 	ClauseHasVM         = "vm.has-vm"
 	ClauseDeleteVMDisks = "vm.delete-keeps-disks"
 	ClauseRebootVM      = "vm.reboot"
@@ -50,6 +51,7 @@ const (
 	ClauseDeleteSnapshot = "errors.delete-snapshot-missing"
 	ClauseDetachTwice    = "errors.detach-not-attached"
 	ClauseAttachGone     = "errors.attach-disk-missing"
+	ClauseAttachVMGone   = "errors.attach-vm-missing"
 	ClauseMetadataGone   = "errors.vm-metadata-missing"
 	ClauseKnownTypes     = "errors.known-types"
 
@@ -60,6 +62,7 @@ const (
 	ClauseNoRegistry    = "table.no-registry"
 	ClauseTableRegistry = "table.registry"
 	ClauseTableUserData = "table.user-data"
+	ClauseAgentSettings = "table.settings"
 	ClauseAgentPing     = "agent.ping"
 	ClauseAgentDisk     = "agent.disk"
 	ClauseSymlink       = "agent.link"
@@ -92,6 +95,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseStemcell, "create_stemcell returns a stemcell_cid, delete_stemcell null"},
 	{ClauseStemcellTruth, "the stemcell create_stemcell named exists in the IaaS"},
 	{ClauseCreateVM, "create_vm returns a vm_cid at api_version 1 and [vm_cid, networks] at 2+"},
+	{ClauseVMAsAsked, "the VM create_vm made holds the cloud_properties asked for"},
 	{ClauseHasVM, "has_vm is true after create_vm and false after delete_vm; the IaaS agrees"},
 	{ClauseDeleteVMDisks, "delete_vm of a VM with persistent disks attached removes the VM and keeps every disk and its data"},
 	{ClauseRebootVM, "reboot_vm succeeds and the VM still exists"},
@@ -119,6 +123,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseDeleteSnapshot, "delete_snapshot of a missing snapshot → success or the not-found type, never a generic CloudError"},
 	{ClauseDetachTwice, "detach_disk of a detached disk → success or DiskNotAttached"},
 	{ClauseAttachGone, "attach_disk of a deleted disk fails with a typed error"},
+	{ClauseAttachVMGone, "attach_disk to a deleted VM fails with a typed error and attaches nothing"},
 	{ClauseMetadataGone, "set_vm_metadata of a deleted VM fails with a typed error"},
 	{ClauseKnownTypes, "every error type is one the Director knows"},
 
@@ -129,6 +134,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseNoRegistry, "without a registry, create_vm on a stemcell 1 fails clearly (a known error type and a message) and leaves no VM"},
 	{ClauseTableRegistry, "the registry is updated exactly as the reference table says"},
 	{ClauseTableUserData, "agent settings are in the IaaS user-data exactly as the reference table says"},
+	{ClauseAgentSettings, "the agent settings carry the agent_id, the env and the networks create_vm was given"},
 	{ClauseAgentPing, "the agent boots from the settings the CPI wrote and answers ping over the mbus"},
 	{ClauseAgentDisk, "the agent finds the disk through the hint (add_persistent_disk, mount_disk, add_dynamic_disk)"},
 	{ClauseSymlink, "/var/vcap/data/dynamic_disks/<disk_cid> on the VM leads to the device the IaaS attached"},

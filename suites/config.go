@@ -233,6 +233,9 @@ type Inventory struct {
 // OracleVM is a VM as the IaaS holds it.
 type OracleVM struct {
 	Metadata map[string]string
+	// CloudProperties are the cloud_properties the VM was created with, as
+	// the IaaS recorded them (nil: none, or an oracle that cannot tell).
+	CloudProperties json.RawMessage
 	// Disks maps each attached disk CID to its device name (e.g. "sdc").
 	Disks map[string]string
 }

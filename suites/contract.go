@@ -304,6 +304,8 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
+		contractSettingsSpecs(st, cc, &stemcell, &ghostVM)
+
 		It(ClauseText(ClauseMetadataGone), labels("errors", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, ghostVM, ghostVM, map[string]string{"deployment": st.names.next("dep")})
 			checkWire(x)
