@@ -217,6 +217,23 @@ type FixedMetadata interface {
 	FixedMetadata() string
 }
 
+// UnseenCloudProperties is implemented by an Oracle whose IaaS keeps no
+// record of the cloud_properties a VM was created with (a CPI translates
+// them into the IaaS's own settings, as the Docker CPI does into a
+// container's config): UnseenCloudProperties says why, and the check that
+// the VM holds them is not applicable there.
+type UnseenCloudProperties interface {
+	UnseenCloudProperties() string
+}
+
+// unseenCloudProperties is o's UnseenCloudProperties reason, "" when none.
+func unseenCloudProperties(o Oracle) string {
+	if u, ok := o.(UnseenCloudProperties); ok {
+		return u.UnseenCloudProperties()
+	}
+	return ""
+}
+
 // fixedMetadata is o's FixedMetadata reason, "" when o has none.
 func fixedMetadata(o Oracle) string {
 	if f, ok := o.(FixedMetadata); ok {

@@ -48,6 +48,9 @@ func contractSettingsSpecs(st *state, cc ContractContext, stemcell, ghostVM *str
 
 	It(ClauseText(ClauseVMAsAsked), labels("iaas", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
 		o := st.oracle()
+		if why := unseenCloudProperties(o); why != "" {
+			skipWith("not applicable: " + why)
+		}
 		base := st.cfg.Env.VMCloudProperties
 		if st.vmProps != nil {
 			base = *st.vmProps

@@ -212,6 +212,13 @@ var _ suites.Oracle = DockerOracle{}
 
 // Inventory lists every container, volume and image (ephemeral volumes
 // included: a leaked one is a leak). Snapshots: Docker has none.
+// UnseenCloudProperties: a container records the config the CPI made of a
+// VM's cloud_properties, not the cloud_properties themselves
+// (suites.UnseenCloudProperties).
+func (o DockerOracle) UnseenCloudProperties() string {
+	return "a Docker container records the config the CPI made of the cloud_properties, not the cloud_properties themselves"
+}
+
 // FixedMetadata: Docker sets a container's and a volume's labels when it
 // creates them and cannot change them after (suites.FixedMetadata), so
 // set_vm_metadata and set_disk_metadata have nothing they could change.
