@@ -1,10 +1,8 @@
 package simulator
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/cpilab/cpilab/agent"
@@ -250,42 +248,10 @@ func Replay(cfg ReplayConfig) (*ReplayResult, error) {
 
 // ErrInvalidFile is wrapped by Replay's error for a file that cannot be
 // replayed: unreadable, unparsable, empty, or truncated.
-var ErrInvalidFile = errors.New("not a replayable scenario file")
+var ErrInvalidFile = scenario.ErrNotReplayable
 
-// CheckReplayFile reports a file that Replay must not pass: one that cannot
-// be read or parsed, holds no run command (an empty file, or one cut before
-// its first run), or has a run whose expected output does not end with a
-// verdict line ("ok", "violated: …", "error: …"), which is what a file cut
-// inside an expected output looks like. The error wraps ErrInvalidFile and
-// names the file and line.
+// CheckReplayFile reports a file that Replay must not pass
+// (scenario.CheckReplayable of its run commands).
 func CheckReplayFile(path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidFile, err)
-	}
-	f, err := scenario.Parse(path, string(data))
-	if err != nil {
-		return fmt.Errorf("%w: %w (is the file truncated?)", ErrInvalidFile, err)
-	}
-	runs := 0
-	for _, c := range f.Commands() {
-		if c.Name != "run" {
-			continue
-		}
-		runs++
-		lines := strings.Split(c.Expected, "\n")
-		last := strings.TrimSpace(lines[len(lines)-1])
-		if last != "ok" && !strings.HasPrefix(last, "violated: ") && !strings.HasPrefix(last, "error: ") {
-			return fmt.Errorf("%w: %s: the expected output of this run ends without a verdict line (ok, violated: …, error: …): "+
-				"the file is truncated, or was never filled in (cpilab replay --rewrite %s fills it in)", ErrInvalidFile, c.Pos, path)
-		}
-	}
-	if runs == 0 {
-		what := "empty"
-		if len(strings.TrimSpace(string(data))) > 0 {
-			what = "only comments and blank lines, or truncated before its first run"
-		}
-		return fmt.Errorf("%w: %s holds no run command (%s)", ErrInvalidFile, path, what)
-	}
-	return nil
+	return scenario.CheckReplayable(path, "run", "cpilab replay --rewrite "+path)
 }

@@ -1,10 +1,8 @@
 package storagesim
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -58,37 +56,12 @@ func runCommand(_ *State, c *scenario.Command) (string, error) {
 
 // ErrInvalidFile is wrapped by CheckFile's error: a file that cannot be
 // replayed.
-var ErrInvalidFile = errors.New("not a replayable storage scenario file")
+var ErrInvalidFile = scenario.ErrNotReplayable
 
-// CheckFile reports a storage scenario file that a replay must not pass:
-// unreadable or unparsable, with no storage run, or with a run whose
-// expected output is not a verdict line ("ok", "violated: …", "error: …"),
-// which is what a file cut short looks like. The error wraps ErrInvalidFile
-// and names the file and line.
+// CheckFile reports a storage scenario file that a replay must not pass
+// (scenario.CheckReplayable of its storage runs).
 func CheckFile(path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidFile, err)
-	}
-	f, err := scenario.Parse(path, string(data))
-	if err != nil {
-		return fmt.Errorf("%w: %w (is the file truncated?)", ErrInvalidFile, err)
-	}
-	runs := 0
-	for _, c := range f.Commands() {
-		if c.Name != Command {
-			continue
-		}
-		runs++
-		if v := strings.TrimSpace(c.Expected); v != "ok" && !strings.HasPrefix(v, "violated: ") && !strings.HasPrefix(v, "error: ") {
-			return fmt.Errorf("%w: %s: the expected output of this run is not one verdict line (ok, violated: …, error: …): "+
-				"the file is truncated, or was never filled in (replay --rewrite fills it in)", ErrInvalidFile, c.Pos)
-		}
-	}
-	if runs == 0 {
-		return fmt.Errorf("%w: %s holds no %s run", ErrInvalidFile, path, Command)
-	}
-	return nil
+	return scenario.CheckReplayable(path, Command, "cpilab replay --rewrite "+path)
 }
 
 // Verdict is a run's expected-output line: its first violation or "ok".

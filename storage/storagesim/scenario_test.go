@@ -100,11 +100,11 @@ func TestScenarioFiles(t *testing.T) {
 func TestCheckFileRefusesCutFiles(t *testing.T) {
 	run := "storage profile=reference seed=1 duration=1h tick=1m\n----\n"
 	for _, tc := range []struct{ name, body, want string }{
-		{"empty", "", "holds no storage run"},
-		{"comments", "# nothing\n", "holds no storage run"},
+		{"empty", "", "holds no storage command"},
+		{"comments", "# nothing\n", "holds no storage command"},
 		{"no-separator", "storage profile=reference seed=1 duration=1h tick=1m\n", `no "----" line`},
-		{"no-verdict", run, "not one verdict line"},
-		{"not-a-verdict", run + "ok at 1h\n", "not one verdict line"},
+		{"no-verdict", run, "ends without a verdict line"},
+		{"not-a-verdict", run + "ok at 1h\n", "ends without a verdict line"},
 	} {
 		path := filepath.Join(t.TempDir(), tc.name+".txt")
 		os.WriteFile(path, []byte(tc.body), 0o644)
