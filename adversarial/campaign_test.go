@@ -19,3 +19,7 @@ func runAreas(t *testing.T, cfg Config) *Report {
 func TestFakeIaaSQuick(t *testing.T) {
 	runAreas(t, Config{Seed: 3, Scale: ScaleShort, Areas: []string{AreaFakeIaaS}})
 }
+
+func TestCPIQuick(t *testing.T) {
+	runAreas(t, Config{Seed: 3, Scale: ScaleShort, Areas: []string{AreaCPI}})
+}

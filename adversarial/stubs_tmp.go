@@ -5,5 +5,4 @@ import "context"
 func runDirector(ctx context.Context, e *env, t *tally, n int) error { return nil }
 func runSFTP(ctx context.Context, e *env, t *tally, n int) error     { return nil }
 func runAgent(ctx context.Context, e *env, t *tally, n int) error    { return nil }
-func runCPI(ctx context.Context, e *env, t *tally, n int) error      { return nil }
 func runCLI(ctx context.Context, e *env, t *tally, n int) error      { return nil }
