@@ -23,3 +23,7 @@ func TestFakeIaaSQuick(t *testing.T) {
 func TestCPIQuick(t *testing.T) {
 	runAreas(t, Config{Seed: 3, Scale: ScaleShort, Areas: []string{AreaCPI}})
 }
+
+func TestSFTPQuick(t *testing.T) {
+	runAreas(t, Config{Seed: 3, Scale: ScaleShort, Areas: []string{AreaSFTP}})
+}

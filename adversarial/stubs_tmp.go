@@ -3,6 +3,5 @@ package adversarial
 import "context"
 
 func runDirector(ctx context.Context, e *env, t *tally, n int) error { return nil }
-func runSFTP(ctx context.Context, e *env, t *tally, n int) error     { return nil }
 func runAgent(ctx context.Context, e *env, t *tally, n int) error    { return nil }
 func runCLI(ctx context.Context, e *env, t *tally, n int) error      { return nil }
