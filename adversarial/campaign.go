@@ -231,7 +231,8 @@ func (e *env) runArea(ctx context.Context, fn areaFunc, t *tally, n int) error {
 		return err
 	}
 	if g, fd := settle(g0, fd0); g > g0 || fd > fd0 {
-		t.add(OracleLeak, "the whole area", "%d goroutines and %d open descriptors after the area's servers closed, %d and %d before", g, fd, g0, fd0)
+		t.add(OracleLeak, "the whole area", "%d goroutines and %d open descriptors after the area's servers closed, %d and %d before; goroutines by creator: %s",
+			g, fd, g0, fd0, goroutineCreators())
 	}
 	if pids := e.markedProcesses(); len(pids) > 0 {
 		t.add(OracleLeak, "the whole area", "processes still running after the area: %v", pids)
@@ -469,4 +470,26 @@ func (e *env) checkOutside(t *tally, input, before string) string {
 		t.add(OracleEscape, input, "the sentinel tree outside the root changed: %s", diffLines(before, after))
 	}
 	return after
+}
+
+// goroutineCreators summarizes the running goroutines by the function
+// that created them (for a leak's finding).
+func goroutineCreators() string {
+	buf := make([]byte, 4<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	counts := map[string]int{}
+	for _, l := range strings.Split(string(buf), "\n") {
+		if c, ok := strings.CutPrefix(l, "created by "); ok {
+			if i := strings.Index(c, " in goroutine"); i > 0 {
+				c = c[:i]
+			}
+			counts[c]++
+		}
+	}
+	var out []string
+	for c, n := range counts {
+		out = append(out, fmt.Sprintf("%s ×%d", c, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }

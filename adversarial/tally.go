@@ -129,8 +129,8 @@ func shorten(s string) string {
 		}
 		return r
 	}, s)
-	if len(s) > 200 {
-		s = s[:200] + fmt.Sprintf("…(%d bytes)", len(s))
+	if len(s) > 600 {
+		s = s[:600] + fmt.Sprintf("…(%d bytes)", len(s))
 	}
 	return strings.ToValidUTF8(s, "")
 }

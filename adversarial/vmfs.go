@@ -26,18 +26,19 @@ import (
 // attack: disk A attached (its agent link made), disk B detached, both
 // with canaries in their backing files.
 type vmWorld struct {
-	e       *env
-	tb      *testbed.Testbed
-	cloud   *fakeiaas.Cloud
-	agents  suites.Agents
-	signer  ssh.Signer
-	sftp    *vmssh.Client
-	vm      cpiv2.VMCID
-	agentID string
-	root    string
-	diskA   cpiv2.DiskCID
-	diskB   cpiv2.DiskCID
-	dev     string // disk A's device node name under dev/
+	e        *env
+	tb       *testbed.Testbed
+	cloud    *fakeiaas.Cloud
+	agents   suites.Agents
+	signer   ssh.Signer
+	sftp     *vmssh.Client
+	vm       cpiv2.VMCID
+	agentID  string
+	stemcell cpiv2.StemcellCID
+	root     string
+	diskA    cpiv2.DiskCID
+	diskB    cpiv2.DiskCID
+	dev      string // disk A's device node name under dev/
 }
 
 func startVMWorld(ctx context.Context, e *env, resolver string) (*vmWorld, error) {
@@ -81,6 +82,7 @@ func (w *vmWorld) setup(ctx context.Context, resolver string) error {
 	}
 	settings, _ := json.Marshal(map[string]any{"agent_id": w.agentID, "vm": map[string]string{"name": fakeiaas.VMCIDPlaceholder},
 		"mbus": w.tb.MbusURL(), "disks": map[string]any{"system": "/dev/sda", "persistent": map[string]any{}}})
+	w.stemcell = st.CID
 	vm, err := w.cloud.CreateVM(ctx, fakeiaas.VMSpec{AgentID: w.agentID, StemcellCID: st.CID, UserData: settings})
 	if err != nil {
 		return err
