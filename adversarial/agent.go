@@ -154,6 +154,9 @@ func (w *vmWorld) linkSwap(ctx context.Context, t *tally) string {
 	_ = root.RemoveAll(what)
 	_ = root.Symlink(target, what)
 	m := pick(r, []string{"add_dynamic_disk", "remove_dynamic_disk", "dynamic_disk_usage", "restart"})
+	if !w.agentUp(ctx) {
+		m = "restart" // an agent that could not start again gets a new start on the root as left
+	}
 	input := fmt.Sprintf("guest swaps %s for a link to %s, then %s", what, target, m)
 	switch m {
 	case "add_dynamic_disk":
