@@ -95,8 +95,12 @@ type Plant struct {
 	Oracle Oracle
 }
 
-// ErrUnknownArea is an Areas entry Run does not know.
-var ErrUnknownArea = errors.New("unknown area")
+// ErrUnknownArea is an Areas entry Run does not know; ErrUnknownScale a
+// Scale it does not know.
+var (
+	ErrUnknownArea  = errors.New("unknown area")
+	ErrUnknownScale = errors.New("unknown scale")
+)
 
 // areaFunc runs one area's inputs; it returns an error only when the
 // campaign itself could not run (a fixture missing, a server that would
@@ -137,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	counts, ok := inputsPerArea[cfg.Scale]
 	if !ok {
-		return nil, fmt.Errorf("adversarial: scale %q: want short, test or full", cfg.Scale)
+		return nil, fmt.Errorf("adversarial: scale %q: %w (want short, test or full)", cfg.Scale, ErrUnknownScale)
 	}
 	areas := cfg.Areas
 	if len(areas) == 0 {
@@ -489,6 +493,28 @@ func goroutineCreators() string {
 	var out []string
 	for c, n := range counts {
 		out = append(out, fmt.Sprintf("%s ×%d", c, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// openFDs lists where this process's open descriptors point (for a leak's
+// finding).
+func openFDs() string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return ""
+	}
+	counts := map[string]int{}
+	for _, d := range ents {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", d.Name()))
+		if err == nil {
+			counts[target]++
+		}
+	}
+	var out []string
+	for k, n := range counts {
+		out = append(out, fmt.Sprintf("%s ×%d", k, n))
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")

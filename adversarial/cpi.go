@@ -167,11 +167,12 @@ func runCPI(ctx context.Context, e *env, t *tally, n int) error {
 		outside = e.checkOutside(t, input, outside)
 	}
 	if e.planted[OracleLeak] {
-		// A daemon that leaves the session and closes its output: no
-		// runner can see it; the process oracle must.
+		// A daemon that leaves the session and closes its output (given
+		// time to do so before the CPI exits): no runner can see it; the
+		// process oracle must.
 		t.tried()
 		p := filepath.Join(dir, "planted-daemon")
-		_ = os.WriteFile(p, []byte("#!/bin/sh\nsetsid sleep 30 </dev/null >/dev/null 2>&1 &\n"+"printf '%s' '"+okAnswer+"'\n"), 0o755)
+		_ = os.WriteFile(p, []byte("#!/bin/sh\nsetsid sleep 30 </dev/null >/dev/null 2>&1 &\nsleep 0.3\n"+"printf '%s' '"+okAnswer+"'\n"), 0o755)
 		_, _ = cpiv2.RunProcess(ctx, cpiv2.ProcessConfig{Command: []string{p}, Env: env, Timeout: cpiTimeout, WaitDelay: cpiWaitDelay}, nil)
 		if left := e.awaitNoMarked(time.Second); len(left) > 0 {
 			t.add(OracleLeak, "planted daemon", "processes the CPI started still run after the call: %v", left)
