@@ -126,7 +126,11 @@ func cliInputs(e *env, n int) ([]cliInput, error) {
 			if cut >= len(b)-1 {
 				continue
 			}
-			ins = append(ins, cliInput{args: []string{"replay", write(name, b[:cut])}, refuse: true})
+			// A cut inside a comment may leave a shorter valid file (every
+			// run before it complete); anywhere else it must be refused.
+			lineStart := bytes.LastIndexByte(b[:cut], '\n') + 1
+			inComment := bytes.HasPrefix(bytes.TrimSpace(b[lineStart:cut]), []byte("#"))
+			ins = append(ins, cliInput{args: []string{"replay", write(name, b[:cut])}, refuse: !inComment})
 		default:
 			lines := strings.Split(string(b), "\n")
 			i := r.IntN(len(lines))
