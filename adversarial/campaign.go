@@ -36,7 +36,7 @@ const (
 // area adds its fixed inputs, e.g. every hostile name, on top at full
 // scale).
 var inputsPerArea = map[Scale]map[string]int{
-	ScaleShort: {AreaDirector: 40, AreaFakeIaaS: 40, AreaSFTP: 25, AreaAgent: 20, AreaCPI: 10, AreaCLI: 20},
+	ScaleShort: {AreaDirector: 24, AreaFakeIaaS: 40, AreaSFTP: 25, AreaAgent: 20, AreaCPI: 10, AreaCLI: 20},
 	ScaleTest:  {AreaDirector: 80, AreaFakeIaaS: 80, AreaSFTP: 50, AreaAgent: 40, AreaCPI: 18, AreaCLI: 40},
 	ScaleFull:  {AreaDirector: 260, AreaFakeIaaS: 220, AreaSFTP: 140, AreaAgent: 100, AreaCPI: 60, AreaCLI: 90},
 }

@@ -32,6 +32,7 @@ type fakeWorld struct {
 	close   func() error
 	p       *probe
 
+	mu    sync.Mutex      // guards seen and disks (concurrent creates)
 	seen  map[string]bool // every CID ever handed out
 	disks []fakeiaas.Disk // acknowledged disks
 	vm    fakeiaas.VM     // an acknowledged VM
@@ -88,7 +89,10 @@ func (w *fakeWorld) call(ctx context.Context, op fakeiaas.Op, body any) (json.Ra
 // createDisk creates an acknowledged disk with its canary; a CID handed
 // out before is data lost (the create replaced an object).
 func (w *fakeWorld) createDisk(ctx context.Context, t *tally, input string) error {
-	res, err := w.call(ctx, fakeiaas.OpCreateDisk, map[string]any{"size_mib": 1 + len(w.disks)%4})
+	w.mu.Lock()
+	size := 1 + len(w.disks)%4
+	w.mu.Unlock()
+	res, err := w.call(ctx, fakeiaas.OpCreateDisk, map[string]any{"size_mib": size})
 	if err != nil {
 		return err
 	}
@@ -96,11 +100,14 @@ func (w *fakeWorld) createDisk(ctx context.Context, t *tally, input string) erro
 	if err := json.Unmarshal(res, &d); err != nil {
 		return err
 	}
-	if w.seen[d.CID.String()] {
+	w.mu.Lock()
+	dup := w.seen[d.CID.String()]
+	w.seen[d.CID.String()] = true
+	w.mu.Unlock()
+	if dup {
 		t.add(OracleDataLost, input, "create_disk handed out %s again", d.CID)
 		return nil
 	}
-	w.seen[d.CID.String()] = true
 	f, err := os.OpenFile(w.cloud.DiskFile(d.CID), os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -109,7 +116,9 @@ func (w *fakeWorld) createDisk(ctx context.Context, t *tally, input string) erro
 	if err = errors.Join(err, f.Close()); err != nil {
 		return err
 	}
+	w.mu.Lock()
 	w.disks = append(w.disks, d)
+	w.mu.Unlock()
 	return nil
 }
 
@@ -270,17 +279,13 @@ func runFakeIaaS(ctx context.Context, e *env, t *tally, n int) error {
 		case i%restartEvery == restartEvery/2:
 			// Concurrent duplicate creates: every CID distinct.
 			input = "8 concurrent create_disk"
-			var mu sync.Mutex
 			var wg sync.WaitGroup
 			for range 8 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					err := w.createDisk(ctx, t, input)
-					if err != nil {
-						mu.Lock()
+					if err := w.createDisk(ctx, t, input); err != nil {
 						t.add(OracleCrash, input, "%v", err)
-						mu.Unlock()
 					}
 				}()
 			}
