@@ -41,8 +41,9 @@ type dirWorld struct {
 	insts  []director.Instance
 	tokens map[string]string // role → bearer token
 
-	mu    sync.Mutex
-	tasks []int64 // every task queued by an input, guarded by mu
+	mu       sync.Mutex
+	tasks    []int64         // every task queued by an input, guarded by mu
+	provided map[string]bool // names a provide was queued for, guarded by mu
 	acked map[string]string
 }
 
@@ -54,7 +55,7 @@ func startDirWorld(ctx context.Context, e *env) (*dirWorld, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &dirWorld{e: e, lab: l, acked: map[string]string{}, tokens: map[string]string{}}
+	w := &dirWorld{e: e, lab: l, acked: map[string]string{}, tokens: map[string]string{}, provided: map[string]bool{}}
 	d, err := director.New(director.Config{Runtime: r, Store: store.NewMemory(), CPI: l.CPI, Agents: l.Agents, Inventory: l,
 		AgentTimeout: 10 * time.Second, AgentPingTimeout: time.Second, VMLockTimeout: 20 * time.Second})
 	if err != nil {
@@ -331,6 +332,9 @@ func runDirector(ctx context.Context, e *env, t *tally, n int) error {
 			} else {
 				judge(t, input, rep, false, dirClear)
 				w.record(rep)
+				w.mu.Lock()
+				w.provided[name] = true
+				w.mu.Unlock()
 			}
 		case 5: // hostile names in the path
 			op := pick(r, []struct{ method, suffix string }{{"POST", "/attach"}, {"POST", "/detach"}, {"DELETE", ""}, {"GET", ""}, {"POST", "/resize"}})
@@ -342,8 +346,14 @@ func runDirector(ctx context.Context, e *env, t *tally, n int) error {
 				t.add(OracleCrash, input, why)
 				break
 			}
-			if op.method == "DELETE" && rep.status == http.StatusFound && !badDirectorName(name) {
-				w.record(rep) // deleting an absent disk succeeds, as upstream
+			w.mu.Lock()
+			exists := w.provided[name]
+			w.mu.Unlock()
+			if (op.method == "DELETE" && rep.status == http.StatusFound && !badDirectorName(name)) || exists || name == "." || name == ".." {
+				// Deleting an absent disk succeeds, as upstream; a name an
+				// earlier input provided is no longer hostile here; "." and
+				// ".." are URL dot segments, removed before routing.
+				w.record(rep)
 				break
 			}
 			clear := (rep.status >= 400 && rep.status < 500 && dirClear(rep)) || w.taskRefused(t, input, rep)

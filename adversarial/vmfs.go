@@ -311,7 +311,8 @@ func runSFTP(ctx context.Context, e *env, t *tally, n int) error {
 			}
 		case 1:
 			src := pick(r, []string{dev, "/dev/disk/by-id/../../" + w.dev, "/var/vcap/data/../../../" + dev, link, "/dev/disk/by-id/virtio-" + w.diskA.String()[:20]})
-			input, mustRefuse = fmt.Sprintf("hard link %s -> %s", src, q), true
+			// A symlink is linked itself (link(2)): only dev/ must refuse.
+			input, mustRefuse = fmt.Sprintf("hard link %s -> %s", src, q), src != link
 			opErr = w.sftp.Link(src, q)
 		case 2:
 			src := pick(r, []string{dev, "/dev", "/dev/disk"})
