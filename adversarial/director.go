@@ -44,7 +44,7 @@ type dirWorld struct {
 	mu       sync.Mutex
 	tasks    []int64         // every task queued by an input, guarded by mu
 	provided map[string]bool // names a provide was queued for, guarded by mu
-	acked map[string]string
+	acked    map[string]string
 }
 
 const taskBound = 60 * time.Second
