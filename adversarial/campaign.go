@@ -65,6 +65,9 @@ type Config struct {
 	Seed int64
 	// Scale is how many inputs each area tries. Default ScaleTest.
 	Scale Scale
+	// Inputs, when > 0, overrides the scale's count of generated inputs
+	// per area (fixed set-up inputs such as restarts still run).
+	Inputs int
 	// Areas selects areas (default: all of Areas; AreaCLI only when CLI is
 	// set). An unknown name is an error.
 	Areas []string
@@ -205,7 +208,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return rep, fmt.Errorf("adversarial: %w", err)
 		}
 		t := newTally(a)
-		if err := e.runArea(ctx, areaFuncs[a], t, counts[a]); err != nil {
+		n := counts[a]
+		if cfg.Inputs > 0 {
+			n = cfg.Inputs
+		}
+		if err := e.runArea(ctx, areaFuncs[a], t, n); err != nil {
 			return rep, fmt.Errorf("adversarial: area %s: %w", a, err)
 		}
 		rep.Rows = append(rep.Rows, t.row)
@@ -229,6 +236,7 @@ func (e *env) runArea(ctx context.Context, fn areaFunc, t *tally, n int) error {
 	if err != nil {
 		return err
 	}
+	_, pwnedErr := os.Lstat(pwned)
 	g0, fd0 := runtime.NumGoroutine(), countFDs()
 	err = fn(ctx, e, t, n)
 	if err != nil {
@@ -248,6 +256,9 @@ func (e *env) runArea(ctx context.Context, fn areaFunc, t *tally, n int) error {
 	if after, err := hashTree(e.outside, ""); err != nil || after != beforeOutside {
 		t.add(OracleEscape, "the whole area", "the sentinel tree outside every VM root and data dir changed: %v", diffLines(beforeOutside, after))
 	}
+	if _, err := os.Lstat(pwned); err == nil && pwnedErr != nil {
+		t.add(OracleEscape, "the whole area", "%s appeared: a hostile name reached a shell", pwned)
+	}
 	for _, r := range e.release {
 		r()
 	}
@@ -256,11 +267,15 @@ func (e *env) runArea(ctx context.Context, fn areaFunc, t *tally, n int) error {
 	return nil
 }
 
-// settle waits up to 5 s for goroutines and descriptors to come back to
+// pwned is what the hostile name "$(touch /tmp/pwned)" creates if any
+// component hands it to a shell.
+const pwned = "/tmp/pwned"
+
+// settle waits up to 3 s for goroutines and descriptors to come back to
 // their counts before (servers close asynchronously) and returns the last
 // counts.
 func settle(g0, fd0 int) (int, int) {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(3 * time.Second)
 	for {
 		g, fd := runtime.NumGoroutine(), countFDs()
 		if (g <= g0 && fd <= fd0) || time.Now().After(deadline) {

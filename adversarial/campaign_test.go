@@ -82,7 +82,11 @@ func TestPlantedFaultsAreCounted(t *testing.T) {
 				t.Log("the director's planted panic runs without -short only (its set-up deploys VMs)")
 				return
 			}
-			rep := runCampaign(t, Config{Seed: 2, Scale: ScaleShort, Areas: []string{tc.plant.Area}, Plant: []Plant{tc.plant}})
+			cfg := Config{Seed: 2, Scale: ScaleShort, Areas: []string{tc.plant.Area}, Plant: []Plant{tc.plant}}
+			if testing.Short() {
+				cfg.Inputs = 4
+			}
+			rep := runCampaign(t, cfg)
 			row := rep.Rows[0]
 			if tc.count(row) == 0 {
 				t.Fatalf("the planted %s was not counted:\n%s", tc.plant.Oracle, table(rep))
