@@ -290,6 +290,12 @@ func (a *Agent) Stop() {
 	_ = a.root.Close()
 }
 
+// Abandon releases what the agent holds on the host, its VM root's open
+// directory, without going through the runtime: for a simulation that has
+// ended, whose runtime schedules nothing any more, so Stop cannot run. The
+// agent must not be used afterwards.
+func (a *Agent) Abandon() { _ = a.root.Close() }
+
 // resolverConfig maps the agent's config onto its resolver's.
 func resolverConfig(cfg Config, fsRoot *vmroot.Root, stopped *rt.Event) ResolverConfig {
 	rc := ResolverConfig{

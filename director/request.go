@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // The dynamic disks endpoints read their bodies as upstream's controller
@@ -38,7 +39,13 @@ func readJSONObject(r *http.Request, k Knobs) (jsonBody, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
-	err = dec.Decode(&v)
+	if !utf8.Valid(b) {
+		// encoding/json would turn the bad bytes into U+FFFD, and a name
+		// would be recorded as another; Ruby's JSON.parse refuses them.
+		err = fmt.Errorf("invalid UTF-8 at byte %d", firstInvalidUTF8(b))
+	} else {
+		err = dec.Decode(&v)
+	}
 	if err == nil && dec.More() {
 		err = errors.New("more than one JSON value")
 	}
@@ -207,4 +214,17 @@ func parseCreate(b jsonBody) (CreateDiskRequest, error) {
 func parseAttach(b jsonBody, name string) (AttachRequest, error) {
 	q := AttachRequest{DiskName: name}
 	return q, fields(b.strTo(&q.InstanceID, "instance_id"), b.hashTo(&q.Metadata, "metadata"))
+}
+
+// firstInvalidUTF8 is the offset of the first byte of b that is not valid
+// UTF-8 (len(b) when there is none).
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }

@@ -60,12 +60,9 @@ func Serve(cfg ServeConfig) (*Server, error) {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	host, _, err := net.SplitHostPort(listen)
+	err := CheckListen(listen)
 	if err != nil {
-		return nil, fmt.Errorf("fakeiaas: --listen %q: %w", listen, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("fakeiaas: --listen %q: fakeiaas serves on loopback only (127.0.0.1 or ::1)", listen)
+		return nil, err
 	}
 	c, own := cfg.Cloud, false
 	if c == nil {
@@ -94,6 +91,19 @@ func Serve(cfg ServeConfig) (*Server, error) {
 	c.SetBaseURL(s.url)
 	go func() { s.done <- s.srv.Serve(ln) }() // the HTTP edge: real goroutines, as net/http
 	return s, nil
+}
+
+// CheckListen refuses a listen address that is malformed or not on
+// loopback: fakeiaas has no authentication (docs/security.md).
+func CheckListen(listen string) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("fakeiaas: --listen %q: %w", listen, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("fakeiaas: --listen %q: fakeiaas serves on loopback only (127.0.0.1 or ::1)", listen)
+	}
+	return nil
 }
 
 // URL is the base URL, e.g. http://127.0.0.1:41234.

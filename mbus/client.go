@@ -60,8 +60,9 @@ type Client struct {
 }
 
 type call struct {
-	done  *rt.Event
-	reply []byte // written once before done is set
+	done   *rt.Event
+	reply  []byte // written once before done is set
+	closed bool   // set before done by Close: no reply will come
 }
 
 // NewClient subscribes to the Director's reply subjects and returns a client.
@@ -96,12 +97,21 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
-// Close stops listening for replies; waiting calls time out as usual.
+// Close stops listening for replies; calls still waiting fail at once
+// with ErrClosed (no reply can reach them any more), so that nothing waits
+// on a closed client until its time-out.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
+	waiting := c.pending
+	c.pending = map[string]*call{}
 	c.mu.Unlock()
-	return c.sub.Unsubscribe()
+	err := c.sub.Unsubscribe()
+	for _, p := range waiting {
+		p.closed = true
+		p.done.Set()
+	}
+	return err
 }
 
 func (c *Client) onReply(subject string, data []byte) {
@@ -175,6 +185,9 @@ func (c *Client) SendTimeout(agentID, method string, timeout time.Duration, args
 	if !p.done.Wait(timeout) {
 		c.forget(id)
 		return nil, &TimeoutError{AgentID: agentID, Method: method, After: timeout}
+	}
+	if p.closed {
+		return nil, fmt.Errorf("mbus: %s to agent %s: %w", method, agentID, ErrClosed)
 	}
 	return decodeReply(agentID, method, p.reply)
 }

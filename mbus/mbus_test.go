@@ -371,3 +371,33 @@ func TestReplyShapes(t *testing.T) {
 		t.Errorf("RunningTask took a string for a task")
 	}
 }
+
+// A call waiting for an agent that never answers ends with ErrClosed when
+// its client closes, instead of waiting out its time-out (found by the
+// adversarial campaign: goroutines left waiting 30 s after a testbed closed).
+func TestCloseEndsWaitingCalls(t *testing.T) {
+	r := rt.Real(1)
+	m := mbus.NewMemory(r)
+	defer m.Close()
+	c, err := mbus.NewClient(mbus.ClientConfig{Transport: m, Runtime: r, DirectorUUID: "d", Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Send("silent-agent", "ping")
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the call is waiting
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, mbus.ErrClosed) {
+			t.Fatalf("Send after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting call still waits 10 s after Close")
+	}
+}

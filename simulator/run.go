@@ -159,6 +159,14 @@ func Simulate(cfg SimConfig) *Outcome {
 	var rec diskmodel.Recorder
 	var violations []*Violation
 	var setupErr error
+	var world *World
+	// The agents still running at the end hold their VM roots open: a
+	// sweep of many seeds in one process would run out of descriptors.
+	defer func() {
+		if world != nil {
+			world.hooks.abandonAll()
+		}
+	}()
 	out.Result = simrt.Run(simrt.Config{Seed: seeds.Runtime, MaxSteps: cfg.MaxSteps, MaxTime: 1000 * time.Hour, Trace: cfg.Trace}, func(s *simrt.Sim) {
 		var gates *Gates
 		if len(cfg.Gates) > 0 {
@@ -170,6 +178,7 @@ func Simulate(cfg SimConfig) *Outcome {
 			setupErr = err
 			return
 		}
+		world = w
 		checkers := &Checkers[View]{Seed: cfg.Seed, Safety: SafetyCheckers, Quiescent: QuiescentCheckers}
 		wr := &workloadRun{w: w, ops: ops, disks: diskNames(ops), history: &rec, checkers: checkers,
 			log: func(line string) { out.Log = append(out.Log, line) }}

@@ -771,6 +771,19 @@ func (h *vmHooks) Halt(vmCID string) {
 	}
 }
 
+// abandonAll releases the host resources of the agents still running when
+// a simulation ends (their VM roots' open directories): outside the
+// simulation, without the runtime.
+func (h *vmHooks) abandonAll() {
+	h.mu.Lock()
+	agents := h.agents
+	h.agents = map[string]*agent.Agent{}
+	h.mu.Unlock()
+	for _, a := range agents {
+		a.Abandon()
+	}
+}
+
 // restart stops the agent with agentID and boots it again after down.
 func (h *vmHooks) restart(agentID string, down time.Duration) {
 	h.mu.Lock()

@@ -32,6 +32,10 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	u := newUI(fs, stdout, stderr)
+	// Refused before anything is created: a refused start leaves no data dir.
+	if err := fakeiaas.CheckListen(*listen); err != nil {
+		return usageErrorf(fs, "%v", err)
+	}
 	if *dataDir == "" {
 		d, err := fakeiaas.DefaultDataDir()
 		if err != nil {

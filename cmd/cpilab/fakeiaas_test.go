@@ -129,3 +129,16 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// A non-loopback --listen is refused before anything is made: no data dir
+// is left behind (found by the adversarial campaign).
+func TestFakeIaaSRefusesNonLoopbackBeforeCreatingItsDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new")
+	code, _, errb := runArgs("fakeiaas", "--listen", "0.0.0.0:0", "--data-dir", dir)
+	if code != exitUsage || !strings.Contains(errb, "loopback") {
+		t.Fatalf("exit %d, stderr %q; want 2 and a message about loopback", code, errb)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the refused start left %s: %v", dir, err)
+	}
+}

@@ -78,6 +78,9 @@ func (h *handlers) open(r *sftp.Request) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if flags&os.O_TRUNC != 0 && h.deviceNode(rel) {
+		flags &^= os.O_TRUNC // as Linux ignores O_TRUNC on a block device: the disk keeps its data
+	}
 	return h.j.root.OpenFile(rel, flags, perm)
 }
 
@@ -193,10 +196,22 @@ func (h *handlers) link(r *sftp.Request) error {
 	return h.j.root.Link(oldRel, newRel)
 }
 
+// deviceNode reports whether rel (resolved) is a device node under dev/.
+func (h *handlers) deviceNode(rel string) bool {
+	if !underDev(rel) {
+		return false
+	}
+	fi, err := h.j.root.Lstat(rel)
+	return err == nil && isDeviceNode(fi)
+}
+
 func (h *handlers) setstat(r *sftp.Request) error {
 	rel, err := h.j.resolve("setstat", r.Filepath, true)
 	if err != nil {
 		return err
+	}
+	if h.deviceNode(rel) {
+		return deviceErr("setstat", r.Filepath, "a device node's size, mode, owner and times are its disk's backing file's and cannot be changed")
 	}
 	flags, attrs := r.AttrFlags(), r.Attributes()
 	if flags.Size {
