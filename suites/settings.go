@@ -18,7 +18,7 @@ import (
 // that no longer exists (errors.attach-vm-missing). The pointers are
 // the context's shared stemcell and deleted VM, set by its setup.
 func contractSettingsSpecs(st *state, cc ContractContext, stemcell, ghostVM *string) {
-	It(ClauseText(ClauseAgentSettings), labels("table", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+	It(ClauseText(ClauseAgentSettings), labels("settings", cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
 		o := st.oracle()
 		t := st.tracker()
 		v := st.createVM(ctx, t, *stemcell, cc.Stemcell)
