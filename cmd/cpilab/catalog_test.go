@@ -22,16 +22,18 @@ import (
 // filter: a legal variant must pass every spec).
 //
 // A bug whose clause belongs to certain areas (disk.attach-hint-device: the
-// hints area) is certified with a label filter that keeps those areas and
-// every context's setup and clean-up (--label-filter 'area:setup ||
-// area:cleanup || area:hints'): the same specs, contexts and checks a default
-// run makes for that clause, at a fraction of the cost; when that run does
+// hints area of the contract suite) is certified with a label filter that
+// keeps those areas and their contexts' setup and clean-up
+// (--label-filter '(suite:contract && (area:setup || area:cleanup ||
+// area:hints))'; a reference-table clause keeps the whole table): the same
+// specs, contexts and checks a default run makes for that clause, at a
+// fraction of the cost; when that run does
 // not show the bug (a spec of another area may report its clause), the
-// default run must. A bug that any spec
-// may catch (wire.* clauses, setup, clean-up), a bug that another clause may
-// catch first (AlsoClauses), or one whose clause no spec lists, gets the
-// whole default run; CPILAB_CATALOG_FULL=1 gives every bug the default run
-// (make catalog).
+// default run must. A bug that any spec may catch (wire.* clauses, setup,
+// clean-up), a bug that another clause may catch first (AlsoClauses), or one
+// whose clause no spec lists, is certified with the whole contract suite
+// first (--label-filter suite:contract), then the same way;
+// CPILAB_CATALOG_FULL=1 gives every bug the default run (make catalog).
 //
 //	CPILAB_CATALOG=hint-off-by-one,legal-pretty-json  only these (while developing)
 //	CPILAB_CATALOG_PARALLEL=2                         certify processes at once (default 2;
@@ -271,33 +273,34 @@ func clauseScopes(t *testing.T, dir string) catalogScopes {
 }
 
 // filter is the label filter bug is certified with ("" for the default
-// run). Every context's setup and clean-up run; a clause checked in the
-// reference table keeps the whole table (its rows are ordered steps, each
-// needing the one before); one checked in contract contexts keeps those
-// contexts' specs of its areas.
+// run). A clause checked in the reference table keeps the whole table (its
+// rows are ordered steps, each needing the one before); one checked in
+// contract contexts keeps those contexts' setup, clean-up and specs of its
+// areas. The other suite does not run at all.
 func (sc catalogScopes) filter(bug buggycpi.Bug) string {
 	suites, found := sc.areas[bug.Clause]
 	switch {
-	case sc.full || !found || len(bug.AlsoClauses) > 0:
+	case sc.full:
 		return ""
-	case strings.HasPrefix(bug.Clause, "wire."), strings.HasPrefix(bug.Clause, "setup."), strings.HasPrefix(bug.Clause, "cleanup."):
-		return ""
+	case !found || len(bug.AlsoClauses) > 0 || strings.HasPrefix(bug.Clause, "wire.") ||
+		strings.HasPrefix(bug.Clause, "setup.") || strings.HasPrefix(bug.Clause, "cleanup."):
+		// Any spec may show it: the contract suite first (every method,
+		// every caller profile), the default run when that does not.
+		return "suite:contract"
 	}
-	keep := []string{"area:setup", "area:cleanup"}
+	var keep []string
 	for _, suite := range slices.Sorted(maps.Keys(suites)) {
 		if suite == "matrix" {
 			keep = append(keep, "suite:matrix")
 			continue
 		}
-		var areas []string
+		areas := []string{"area:setup", "area:cleanup"}
 		for _, a := range suites[suite] {
 			if a != "setup" && a != "cleanup" {
 				areas = append(areas, "area:"+a)
 			}
 		}
-		if len(areas) > 0 {
-			keep = append(keep, "(suite:"+suite+" && ("+strings.Join(areas, " || ")+"))")
-		}
+		keep = append(keep, "(suite:"+suite+" && ("+strings.Join(areas, " || ")+"))")
 	}
 	return strings.Join(keep, " || ")
 }
