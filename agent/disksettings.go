@@ -50,17 +50,10 @@ func DecodeDiskSettings(diskCID string, rawHint json.RawMessage) (DiskSettings, 
 	if err := CheckName("disk CID", diskCID); err != nil {
 		return DiskSettings{}, err
 	}
-	var h cpiv2.DiskHint
-	if err := json.Unmarshal(rawHint, &h); err != nil {
-		if !errors.Is(err, cpiv2.ErrBadDiskHint) {
-			err = fmt.Errorf("%w: %v", cpiv2.ErrBadDiskHint, err)
-		}
-		return DiskSettings{}, fmt.Errorf("agent: hint for disk %s: %w", diskCID, err)
+	ds, err := decodeHint(diskCID, rawHint)
+	if err != nil {
+		return DiskSettings{}, err
 	}
-	if h.IsZero() {
-		return DiskSettings{}, fmt.Errorf("agent: hint for disk %s: %w: it says nothing", diskCID, cpiv2.ErrBadDiskHint)
-	}
-	ds := DiskSettingsFromHint(diskCID, h)
 	if err := ds.check(); err != nil {
 		return DiskSettings{}, err
 	}
@@ -111,6 +104,12 @@ func decodeDiskSettingsLax(diskCID string, rawHint json.RawMessage) (DiskSetting
 	if err := checkLaxName("disk CID", diskCID); err != nil {
 		return DiskSettings{}, err
 	}
+	return decodeHint(diskCID, rawHint)
+}
+
+// decodeHint decodes a wire hint that says something, for diskCID; the
+// caller checks the names it may use.
+func decodeHint(diskCID string, rawHint json.RawMessage) (DiskSettings, error) {
 	var h cpiv2.DiskHint
 	if err := json.Unmarshal(rawHint, &h); err != nil {
 		if !errors.Is(err, cpiv2.ErrBadDiskHint) {
