@@ -534,3 +534,20 @@ func openFDs() string {
 	sort.Strings(out)
 	return strings.Join(out, ", ")
 }
+
+// oversizedMetadata is a metadata hash one past one of a server's bounds,
+// drawn by r: one entry too many, one key too long or one value too long.
+func oversizedMetadata(r *rand.Rand, maxEntries, maxKey, maxValue int) map[string]string {
+	meta := map[string]string{}
+	switch r.IntN(3) {
+	case 0:
+		for k := range maxEntries + 1 {
+			meta[fmt.Sprint("k", k)] = "v"
+		}
+	case 1:
+		meta[strings.Repeat("k", maxKey+1)] = "v"
+	default:
+		meta["k"] = strings.Repeat("v", maxValue+1)
+	}
+	return meta
+}

@@ -360,17 +360,7 @@ func runDirector(ctx context.Context, e *env, t *tally, n int) error {
 			t.expectError(input, clear, fmt.Sprintf("HTTP %d %s", rep.status, shorten(string(rep.body))))
 		case 6: // sizes and metadata past their bounds, wrong types
 			size := pick(r, []any{-1, 1 << 44, 1 << 62, director.MaxDiskSizeMiB + 1, "4", 4.5, nil, true, "1e309", []int{4}})
-			meta := map[string]any{}
-			switch r.IntN(3) {
-			case 0:
-				for k := range director.MaxMetadataKeys + 1 {
-					meta[fmt.Sprint("k", k)] = "v"
-				}
-			case 1:
-				meta[strings.Repeat("k", director.MaxMetadataKeyLen+1)] = "v"
-			default:
-				meta["k"] = strings.Repeat("v", director.MaxMetadataValueLen+1)
-			}
+			meta := oversizedMetadata(r, director.MaxMetadataKeys, director.MaxMetadataKeyLen, director.MaxMetadataValueLen)
 			body := map[string]any{"disk_name": "sized", "disk_size": size, "disk_pool_name": "small", "instance_id": w.insts[0].ID}
 			what := fmt.Sprintf("disk_size %v", size)
 			if size == nil || r.IntN(3) == 0 {

@@ -372,17 +372,7 @@ func (w *fakeWorld) hostileRequest(ctx context.Context, t *tally, i int, bodies 
 		}
 		method, path, input = http.MethodPost, "/api/v1/"+string(op), fmt.Sprintf("%s size %v", op, size)
 	case 6:
-		meta := map[string]string{}
-		switch r.IntN(3) {
-		case 0:
-			for k := range fakeiaas.MaxMetadataEntries + 1 {
-				meta[fmt.Sprint("k", k)] = "v"
-			}
-		case 1:
-			meta[strings.Repeat("k", fakeiaas.MaxMetadataKeyBytes+1)] = "v"
-		default:
-			meta["k"] = strings.Repeat("v", fakeiaas.MaxMetadataValueBytes+1)
-		}
+		meta := oversizedMetadata(r, fakeiaas.MaxMetadataEntries, fakeiaas.MaxMetadataKeyBytes, fakeiaas.MaxMetadataValueBytes)
 		op := pick(r, []fakeiaas.Op{fakeiaas.OpSetDiskMetadata, fakeiaas.OpSetVMMetadata, fakeiaas.OpSnapshotDisk})
 		cid := w.disks[r.IntN(len(w.disks))].CID.String()
 		if op == fakeiaas.OpSetVMMetadata {
