@@ -205,6 +205,13 @@ func runShared(cfg Config, opts RunOptions, n int) (types.Report, error) {
 		read   sync.WaitGroup
 	}
 	var workers []*worker
+	var procsMu sync.Mutex // guards procs: the workers started so far
+	var procs []*os.Process
+	defer forwardInterrupts(func() []*os.Process {
+		procsMu.Lock()
+		defer procsMu.Unlock()
+		return slices.Clone(procs)
+	})()
 	for i := 1; i < n; i++ {
 		w := &worker{report: filepath.Join(dir, fmt.Sprintf("worker-%d.json", i)), stderr: &tailWriter{max: 4096}}
 		pr, pw, err := os.Pipe()
@@ -217,11 +224,15 @@ func runShared(cfg Config, opts RunOptions, n int) (types.Report, error) {
 			shareEnv+"="+strings.Join(parts[i], ","))
 		w.cmd.Stdout, w.cmd.Stderr = io.Discard, w.stderr
 		w.cmd.ExtraFiles = []*os.File{pw}
+		startWorkerGroup(w.cmd)
 		if err := w.cmd.Start(); err != nil {
 			pr.Close()
 			pw.Close()
 			return types.Report{}, fmt.Errorf("suites: starting worker %d: %w", i, err)
 		}
+		procsMu.Lock()
+		procs = append(procs, w.cmd.Process)
+		procsMu.Unlock()
 		pw.Close()
 		w.events = pr
 		w.read.Add(1)
@@ -342,6 +353,7 @@ func runWorker(cfg Config, opts RunOptions, report string, rows []string) (types
 		defer mu.Unlock()
 		_ = enc.Encode(ev)
 	}
+	defer interruptWhenOrphaned()()
 	opts.LabelFilter = shareFilter(opts.LabelFilter, rows)
 	opts.JSONReport, opts.JUnitReport = "", ""
 	opts.Verbose = false

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,12 +23,32 @@ import (
 
 // These tests drive the cpilab binary as a user or a CI job does.
 
-// TestCtrlCEndsCertifyAsInterrupted sends SIGINT to a running default
-// certify: it must end as INTERRUPTED with exit status 2 (never as a CPI
-// failure), after cleaning up what the specs created in the cloud, and
-// leave nothing in its TMPDIR (the testbed's directory included).
+// TestCtrlCEndsCertifyAsInterrupted interrupts a running default certify
+// the three ways a user or a CI runner does: Ctrl-C at a terminal (SIGINT
+// to the whole foreground process group), SIGINT to the cpilab process
+// alone (kill -INT), and SIGTERM to it alone (a CI runner's time-out). Each
+// must end as INTERRUPTED with exit status 2 (never as a CPI failure),
+// after cleaning up what the specs created in the cloud, with no worker
+// process left running and nothing left in its TMPDIR (the testbed's
+// directory included).
 func TestCtrlCEndsCertifyAsInterrupted(t *testing.T) {
 	dir := buildCPIs(t)
+	for _, tc := range []struct {
+		name  string
+		group bool
+		sig   syscall.Signal
+	}{
+		{"ctrl-c to the process group", true, syscall.SIGINT},
+		{"SIGINT to cpilab alone", false, syscall.SIGINT},
+		{"SIGTERM to cpilab alone", false, syscall.SIGTERM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			interruptCertify(t, dir, tc.group, tc.sig)
+		})
+	}
+}
+
+func interruptCertify(t *testing.T, dir string, group bool, sig syscall.Signal) {
 	tmp := t.TempDir()
 	cmd := certifyCmd(t, dir, tmp, "--json-report", filepath.Join(t.TempDir(), "r.json"))
 	var stdout bytes.Buffer
@@ -62,8 +83,11 @@ func TestCtrlCEndsCertifyAsInterrupted(t *testing.T) {
 		t.Fatal("certify did not start its specs within 60 s")
 	}
 	time.Sleep(1500 * time.Millisecond) // let specs create VMs and disks
-	// Ctrl-C: the terminal signals the whole foreground process group.
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+	target := cmd.Process.Pid
+	if group {
+		target = -target // the terminal signals the whole foreground process group
+	}
+	if err := syscall.Kill(target, sig); err != nil {
 		t.Fatal(err)
 	}
 	<-copied
@@ -78,15 +102,54 @@ func TestCtrlCEndsCertifyAsInterrupted(t *testing.T) {
 		t.Errorf("want the INTERRUPTED verdict last and nothing left in the cloud:\n%s", out)
 	}
 	if strings.Contains(out, "Interrupted by User") || strings.Contains(out, "REJECTED") {
-		t.Errorf("Ctrl-C is reported as a CPI failure:\n%s", out)
+		t.Errorf("the interrupt is reported as a CPI failure:\n%s", out)
 	}
 	r := readReport(t, cmd.Args[len(cmd.Args)-1])
 	if r.Verdict != suites.VerdictInterrupted {
 		t.Errorf("JSON verdict %s", r.Verdict)
 	}
-	if left := dirEntries(t, tmp); len(left) != 0 {
-		t.Errorf("left in TMPDIR after Ctrl-C: %q", left)
+	// Every process of the run (cpilab and its workers, each running a
+	// share of the specs) was stopped in a spec: a worker the interrupt did
+	// not reach runs its share to the end instead.
+	interrupted := 0
+	for _, s := range r.Specs {
+		if s.State == suites.StateInterrupted {
+			interrupted++
+		}
 	}
+	if interrupted < 2 {
+		t.Errorf("%d spec(s) interrupted, want one per process (cpilab and its workers): the workers did not stop", interrupted)
+	}
+	if left := processesRunning(t, cmd.Path); len(left) != 0 {
+		t.Errorf("still running after cpilab ended: pids %v", left)
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if left := dirEntries(t, tmp); len(left) != 0 {
+		t.Errorf("left in TMPDIR after the interrupt: %q", left)
+	}
+}
+
+// processesRunning lists the processes whose program is exe (a worker
+// certify started runs the same binary), from /proc.
+func processesRunning(t *testing.T, exe string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc to look for processes left: %v", err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && target == exe {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func lastLine(s string) string {
