@@ -198,6 +198,15 @@ func certifyAccepts(t *testing.T, dir string, v buggycpi.Bug) {
 	if v.Name == "legal-minimal-optional-methods" && !strings.Contains(stdout, "the CPI answers NotImplemented for has_vm") {
 		t.Errorf("the checks the CPI opted out of are not listed as not checked:\n%s", stdout)
 	}
+	// A CPI fixed at api_version 2 (bosh-cpi-go's) is accepted with the
+	// version 1 and version 3 rows listed as not checked, saying why.
+	if v.Name == "legal-bosh-cpi-go" {
+		for _, why := range []string{"the CPI cannot be switched to api_version 1", "needs a CPI at api_version 3, the CPI's info reports 2"} {
+			if !strings.Contains(stdout, why) {
+				t.Errorf("the rows a CPI fixed at api_version 2 cannot serve are not listed as not checked (%q):\n%s", why, stdout)
+			}
+		}
+	}
 }
 
 // failedClauses returns the clauses a certify report shows broken: those
