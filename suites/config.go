@@ -255,6 +255,9 @@ type OracleVM struct {
 	CloudProperties json.RawMessage
 	// Disks maps each attached disk CID to its device name (e.g. "sdc").
 	Disks map[string]string
+	// Boots is how many times the IaaS has booted the VM (created or
+	// rebooted it); 0 when the oracle cannot tell.
+	Boots int
 }
 
 // OracleDisk is a disk as the IaaS holds it.

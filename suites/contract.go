@@ -369,11 +369,18 @@ func contractContext(cfg *Config, cc ContractContext) {
 		It(ClauseText(ClauseRebootVM), labels("shapes", cpiv2.MethodCreateVM, cpiv2.MethodRebootVM, cpiv2.MethodHasVM), func(ctx SpecContext) {
 			t := st.tracker()
 			v := st.createVM(ctx, t, stemcell, cc.Stemcell)
+			boots := st.boots(ctx, v.CID)
 			x := st.client.Call(ctx, cpiv2.MethodRebootVM, v.CID, v.CID)
 			skipIfNotImplemented(x)
 			mustUnread(x, ClauseRebootVM)
 			if ok, hx := st.callBool(ctx, ClauseRebootVM, cpiv2.MethodHasVM, v.CID); !ok {
 				violate(violation(ClauseRebootVM, "has_vm returned false after reboot_vm", hx))
+			}
+			// The Director's cloud check reboots a VM whose agent does not
+			// answer and then waits for the agent: a reboot_vm that does
+			// not reboot leaves it unresponsive.
+			if after := st.boots(ctx, v.CID); boots > 0 && after <= boots {
+				violate(violation(ClauseRebootVM, fmt.Sprintf("reboot_vm of %s succeeded, but the IaaS did not boot the VM again (booted %d time(s) before, %d after)", v.CID, boots, after), x))
 			}
 		})
 

@@ -472,6 +472,19 @@ func (st *state) oracle() Oracle {
 	return st.cfg.Oracle
 }
 
+// boots is how many times the IaaS has booted VM cid, 0 when there is no
+// oracle or it cannot tell.
+func (st *state) boots(ctx context.Context, cid string) int {
+	if st.cfg.Oracle == nil {
+		return 0
+	}
+	vm, ok, err := st.cfg.Oracle.VM(ctx, cid)
+	if err != nil || !ok {
+		return 0
+	}
+	return vm.Boots
+}
+
 // inventoryCIDs flattens an inventory into a set.
 func inventoryCIDs(inv Inventory) map[string]Kind {
 	m := map[string]Kind{}

@@ -266,7 +266,7 @@ func (o DockerOracle) VM(ctx context.Context, name string) (suites.OracleVM, boo
 	for vol, vv := range view.Volumes {
 		byDisk[vv.Disk.String()] = vol
 	}
-	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), Disks: map[string]string{}}
+	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), Disks: map[string]string{}, Boots: vm.Boots}
 	for _, a := range vm.Attachments {
 		vol, ok := byDisk[a.DiskCID.String()]
 		if !ok {

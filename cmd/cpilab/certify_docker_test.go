@@ -48,6 +48,7 @@ var dockerDeviations = map[string]string{
 	"disk.create-as-asked":           "disk/factory.go:48 creates the volume with no size",
 	"wire.parallel":                  "disk/factory.go:48: every disk has the volume's size, whatever was asked",
 	"errors.vm-metadata-missing":     "cpi/set_vm_metadata.go:14: succeeds for a VM that does not exist",
+	"vm.reboot":                      "cpi/reboot_vm.go:13 returns nil and restarts nothing",
 	"vm.create-retry":                "cpi/create_vm.go:42 wraps every failure into a CloudError, never VMCreationFailed",
 	"cleanup.no-leak":                "vm/factory.go:184 returns a failed ContainerCreate without removing the ephemeral volume it made",
 	"disk.attach-idempotent":         "vm/container.go:306 binds an attached disk a second time; the recreate fails after vm/container.go:249 removed the container",
