@@ -12,11 +12,12 @@ import (
 // names the id of the clause that broke (which may be a wire clause when
 // the call that showed it was about something else).
 const (
-	ClauseProtocol   = "wire.one-object"
-	ClauseExitStatus = "wire.exit-status"
-	ClauseTimeout    = "wire.answers"
-	ClauseRun        = "wire.runs"
-	ClauseParallel   = "wire.parallel"
+	ClauseProtocol     = "wire.one-object"
+	ClauseExitStatus   = "wire.exit-status"
+	ClauseTimeout      = "wire.answers"
+	ClauseRun          = "wire.runs"
+	ClauseParallel     = "wire.parallel"
+	ClauseLargeRequest = "wire.large-request"
 
 	ClauseInfo          = "info.shape"
 	ClauseInfoVersion   = "info.api-version"
@@ -89,6 +90,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseTimeout, "the CPI answers and exits within the call timeout"},
 	{ClauseRun, "the CPI executable runs, one process per call"},
 	{ClauseParallel, "calls for different resources run in parallel, each its own process, without crossed results"},
+	{ClauseLargeRequest, "a request of hundreds of KiB (create_vm with a Director's env) is read whole and its env reaches the agent whole"},
 
 	{ClauseInfo, "info returns {stemcell_formats: [...], api_version: N}"},
 	{ClauseInfoVersion, "info's api_version is an integer the caller can use (and at least the version required)"},

@@ -305,6 +305,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 		})
 
 		contractSettingsSpecs(st, cc, &stemcell, &ghostVM)
+		contractLargeRequestSpecs(st, cc, &stemcell)
 
 		It(ClauseText(ClauseMetadataGone), labels("errors", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, ghostVM, ghostVM, map[string]string{"deployment": st.names.next("dep")})
