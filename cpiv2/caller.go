@@ -157,11 +157,25 @@ func (c *caller) fill(err error, rec *CallRecord) error {
 // mapping: an InvalidCall "Method is not known, got …" or a CloudError
 // "Invalid Method: …" is a NotImplemented.
 func legacyNotImplemented(e *Error) *Error {
-	if (e.Type == TypeInvalidCall && strings.HasPrefix(e.Message, "Method is not known, got")) ||
-		(e.Type == TypeCloudError && strings.HasPrefix(e.Message, "Invalid Method:")) {
+	if e.Type != TypeNotImplemented && IsNotImplemented(e) {
 		return &Error{Type: TypeNotImplemented, Message: e.Message, OkToRetry: e.OkToRetry}
 	}
 	return e
+}
+
+// IsNotImplemented reports whether the Director and the bosh CLI take e as
+// NotImplemented: its own type, or the answers older CPI libraries give for
+// a method they do not know, an InvalidCall "Method is not known, got …"
+// (the Ruby library before NotImplemented) or a CloudError "Invalid Method:
+// …" (bosh external_cpi.rb handle_method_not_implemented, bosh-cli
+// cloud/errors.go mapsToNotImplementedError).
+func IsNotImplemented(e *Error) bool {
+	if e == nil {
+		return false
+	}
+	return e.Type == TypeNotImplemented ||
+		(e.Type == TypeInvalidCall && strings.HasPrefix(e.Message, "Method is not known, got")) ||
+		(e.Type == TypeCloudError && strings.HasPrefix(e.Message, "Invalid Method:"))
 }
 
 // resultError is an ErrBadResult naming the call.

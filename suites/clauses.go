@@ -118,7 +118,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseSnapshot, "snapshot_disk returns a snapshot_cid that exists, delete_snapshot removes it"},
 	{ClauseUnreadResult, "results no caller reads (reboot_vm, delete_*, set_*_metadata, detach_disk) should be null (a warning, never a failure)"},
 
-	{ClauseUnknownMethod, "an unknown method → NotImplemented"},
+	{ClauseUnknownMethod, "an unknown method → NotImplemented (or an older library's answer callers take as NotImplemented)"},
 	{ClauseMalformed, "a malformed request → an error object (CloudError, CpiError or InvalidCall), never a crash"},
 	{ClauseDeleteVMGone, "delete_vm of a missing VM → success or VMNotFound"},
 	{ClauseDeleteDisk, "delete_disk of a missing disk → success or DiskNotFound, never a generic CloudError"},

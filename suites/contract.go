@@ -314,7 +314,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			if e == nil {
 				violate(violation(ClauseMetadataGone, fmt.Sprintf("set_vm_metadata of deleted VM %s succeeded", ghostVM), x))
 			}
-			if e.Type == cpiv2.TypeNotImplemented {
+			if cpiv2.IsNotImplemented(e) {
 				skipWith("not checked: the CPI answers NotImplemented for set_vm_metadata (the Director skips it)")
 			}
 			if !e.Type.Known() {
@@ -325,7 +325,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 		It(ClauseText(ClauseUnknownMethod), labels("errors", methodUnknown), func(ctx SpecContext) {
 			x := st.client.Call(ctx, unknownMethod, "", "x")
 			checkWire(x)
-			if e := x.Response.Error; e == nil || e.Type != cpiv2.TypeNotImplemented {
+			if e := x.Response.Error; !cpiv2.IsNotImplemented(e) {
 				did := "returned no error"
 				if e != nil {
 					did = fmt.Sprintf("returned %s: %q", e.Type, e.Message)
@@ -543,7 +543,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 func skipIfNotImplemented(x *Exchange) {
 	GinkgoHelper()
 	checkWire(x)
-	if e := x.Response.Error; e != nil && e.Type == cpiv2.TypeNotImplemented {
+	if cpiv2.IsNotImplemented(x.Response.Error) {
 		notChecked(fmt.Sprintf("the CPI answers NotImplemented for %s (the Director skips it)", x.Method))
 	}
 }
@@ -553,7 +553,7 @@ func skipIfNotImplemented(x *Exchange) {
 func skipIfNotSupported(x *Exchange, method string) {
 	GinkgoHelper()
 	checkWire(x)
-	if e := x.Response.Error; e != nil && (e.Type == cpiv2.TypeNotSupported || e.Type == cpiv2.TypeNotImplemented) {
+	if e := x.Response.Error; e != nil && (e.Type == cpiv2.TypeNotSupported || cpiv2.IsNotImplemented(e)) {
 		skipWith(fmt.Sprintf("handled: %s answered %s; the Director falls back to copying the disk", method, e.Type))
 	}
 }
