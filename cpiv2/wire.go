@@ -281,8 +281,6 @@ var (
 	ErrBadErrorObject = errors.New("error is not null or a valid error object")
 	// ErrOkToRetryNotBool: error.ok_to_retry is absent or not a boolean.
 	ErrOkToRetryNotBool = errors.New("error.ok_to_retry is not a boolean")
-	// ErrResultBesideError: error is set and result is not null.
-	ErrResultBesideError = errors.New("result is not null beside an error")
 	// ErrBadResult: result has the wrong shape for the method at the
 	// negotiated api_version.
 	ErrBadResult = errors.New("result has the wrong shape")
@@ -431,10 +429,10 @@ func DecodeResponseWith(out []byte, opts DecodeOptions) (Response, error) {
 		if err != nil {
 			return Response{}, err
 		}
+		// A result beside an error is dropped: the documentation asks for
+		// null, but the Director raises the error without looking at it
+		// (external_cpi.rb) and so does the bosh CLI (cloud/cloud.go).
 		r.Error = e
-		if string(top["result"]) != "null" {
-			return Response{}, invalid(ErrResultBesideError, out, "result", "got "+excerpt(top["result"]), nil)
-		}
 		return r, nil
 	}
 	r.Result = top["result"]

@@ -34,7 +34,6 @@ func TestDecodeResponseInvalid(t *testing.T) {
 		{"error message number", `{"result":null,"error":{"type":"Bosh::Clouds::CloudError","message":3,"ok_to_retry":false},"log":""}`, cpiv2.ErrBadErrorObject, "error.message"},
 		{"ok_to_retry string", `{"result":null,"error":{"type":"Bosh::Clouds::CloudError","message":"m","ok_to_retry":"true"},"log":""}`, cpiv2.ErrOkToRetryNotBool, "error.ok_to_retry"},
 		{"ok_to_retry missing", `{"result":null,"error":{"type":"Bosh::Clouds::CloudError","message":"m"},"log":""}`, cpiv2.ErrOkToRetryNotBool, "error.ok_to_retry"},
-		{"result beside error", `{"result":"vm-1","error":{"type":"Bosh::Clouds::CloudError","message":"m","ok_to_retry":false},"log":""}`, cpiv2.ErrResultBesideError, "result"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := cpiv2.DecodeResponse([]byte(tc.out))
@@ -139,5 +138,17 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		if !errors.As(err, &e) || e.Type != cpiv2.TypeCpiError {
 			t.Errorf("%s: err = %v, want a CpiError", in, err)
 		}
+	}
+}
+
+// A result beside an error is dropped, as the Director and the bosh CLI
+// drop it: the error is what the call answered.
+func TestDecodeResponseDropsAResultBesideAnError(t *testing.T) {
+	r, err := cpiv2.DecodeResponse([]byte(`{"result":"vm-1","error":{"type":"Bosh::Clouds::VMNotFound","message":"m","ok_to_retry":false},"log":""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Error == nil || r.Error.Type != cpiv2.TypeVMNotFound || r.Result != nil {
+		t.Fatalf("got result %s, error %+v: want no result and the VMNotFound", r.Result, r.Error)
 	}
 }

@@ -85,7 +85,7 @@ type ClauseDoc struct {
 // AllClauses is every clause the suites cite, in the order of
 // docs/contracts.md.
 var AllClauses = []ClauseDoc{
-	{ClauseProtocol, "one JSON object on stdout with result, error ({type, message, ok_to_retry: bool} or null) and log (a string); result null beside an error"},
+	{ClauseProtocol, "one JSON object on stdout with result, error ({type, message, ok_to_retry: bool} or null) and log (a string)"},
 	{ClauseExitStatus, "exit status 0, even with an error object (the bosh CLI fails the call otherwise)"},
 	{ClauseTimeout, "the CPI answers and exits within the call timeout"},
 	{ClauseRun, "the CPI executable runs, one process per call"},

@@ -39,7 +39,7 @@
 // methods, malformed requests, known types only), has_vm/has_disk
 // truthfulness, get_disks, disk hints, protocol strictness on every single
 // call (one JSON object on stdout, the three keys, log a string,
-// ok_to_retry a bool, result null beside an error, exit status 0), at least
+// ok_to_retry a bool, exit status 0; a result beside an error is a warning), at least
 // 8 calls held in flight at once without crossed results, the Director's
 // create_vm retry on VMCreationFailed with ok_to_retry, and, with an
 // Oracle, the IaaS state behind each answer: disks of the size and

@@ -96,6 +96,10 @@ func checkWire(x *Exchange) {
 	if len(exit) > 0 {
 		violate(violation(ClauseExitStatus, x.Method+": "+strings.Join(exit, "; "), x))
 	}
+	if r := x.Response.IgnoredResult; r != nil && x.Response.Error != nil {
+		warn(Warning{Clause: ClauseUnreadResult, Method: x.Method, Response: excerpt(x.Stdout),
+			Text: fmt.Sprintf("%s returned %s beside its error; the documentation says null, but no caller reads a result beside an error (see docs/contracts.md, %s)", x.Method, excerpt(r), ClauseUnreadResult)})
+	}
 }
 
 // mustOK fails the spec unless x is a valid response without error; clause

@@ -61,6 +61,10 @@ type Response struct {
 	Result json.RawMessage // "null" when the result is null
 	Error  *cpiv2.Error
 	Log    string
+	// IgnoredResult is a result other than null beside an error (Result is
+	// then "null"): the documentation asks for null, every caller ignores
+	// it, so it is a warning (results.unread), not a failure.
+	IgnoredResult json.RawMessage
 }
 
 // Err returns the call's outcome as an error: nil for a valid response
@@ -181,7 +185,8 @@ func keepTail(b []byte, n int) []byte {
 
 // checkResponse decodes stdout into r and returns every wire protocol
 // violation (wire.one-object): exactly one JSON object, the three keys, log a string, error
-// null or {type, message, ok_to_retry: bool}, result null beside an error.
+// null or {type, message, ok_to_retry: bool}. A result beside an error is
+// kept aside (Response.IgnoredResult) for a warning.
 func checkResponse(stdout []byte, r *Response) []string {
 	var v []string
 	// cpiv2.CheckJSON is the one strict reader: invalid UTF-8 (a lone
@@ -243,7 +248,7 @@ func checkResponse(stdout []byte, r *Response) []string {
 			}
 			r.Error = ce
 			if string(r.Result) != "null" {
-				v = append(v, fmt.Sprintf("result must be null beside an error, got %s", excerpt(r.Result)))
+				r.IgnoredResult, r.Result = r.Result, json.RawMessage("null")
 			}
 		}
 	}

@@ -30,7 +30,6 @@ func TestCheckResponse(t *testing.T) {
 		{"ok_to_retry missing", `{"result":null,"error":{"type":"T","message":"m"},"log":""}`, "ok_to_retry must be a bool"},
 		{"type missing", `{"result":null,"error":{"message":"m","ok_to_retry":true},"log":""}`, "error.type must be a string"},
 		{"error a string", `{"result":null,"error":"boom","log":""}`, "error must be null or an object"},
-		{"result beside error", `{"result":"","error":{"type":"T","message":"m","ok_to_retry":false},"log":""}`, "result must be null beside an error"},
 		{"duplicate key", `{"result":null,"error":null,"log":"","result":"disk-1"}`, `key "result" more than once`},
 		{"duplicate key in error", `{"result":null,"error":{"type":"T","type":"U","message":"m","ok_to_retry":false},"log":""}`, `key "error.type" more than once`},
 		{"not UTF-8", "{\"result\":null,\"error\":null,\"log\":\"caf\xe9\"}", "not valid UTF-8"},
@@ -141,4 +140,21 @@ func FuzzCheckResponse(f *testing.F) {
 			t.Fatalf("judged valid with a result beside an error: %q", stdout)
 		}
 	})
+}
+
+// A result beside an error is no protocol violation: no caller reads it.
+// checkResponse keeps it aside for the results.unread warning and leaves
+// Result null, so that no spec takes it for the call's result.
+func TestResultBesideErrorIsKeptAsideNotAViolation(t *testing.T) {
+	var r Response
+	v := checkResponse([]byte(`{"result":"","error":{"type":"Bosh::Clouds::VMNotFound","message":"gone","ok_to_retry":false},"log":""}`), &r)
+	if len(v) != 0 {
+		t.Fatalf("violations %q, want none", v)
+	}
+	if r.Error == nil || r.Error.Type != "Bosh::Clouds::VMNotFound" {
+		t.Fatalf("error %+v, want the VMNotFound the CPI answered", r.Error)
+	}
+	if string(r.Result) != "null" || string(r.IgnoredResult) != `""` {
+		t.Fatalf("result %s, ignored %s: want null and \"\"", r.Result, r.IgnoredResult)
+	}
 }
