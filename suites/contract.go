@@ -100,7 +100,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 		BeforeEach(func(ctx SpecContext) { st.beforeSpec(ctx) })
-		AfterAll(func(ctx SpecContext) { st.afterContainer(ctx) })
+		AfterAll(func() { st.afterContainer() })
 
 		It(ClauseText(ClauseSetup), labels("setup", cpiv2.MethodInfo, cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM,
 			cpiv2.MethodDeleteVM, cpiv2.MethodCreateDisk, cpiv2.MethodDeleteDisk), func(ctx SpecContext) {

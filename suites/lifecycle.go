@@ -39,13 +39,19 @@ func (st *state) beforeSpec(ctx SpecContext) {
 
 // afterContainer tears down and checks for leaks when the teardown and
 // leak specs were filtered out (their failures then show on the last spec
-// that ran).
-func (st *state) afterContainer(ctx SpecContext) {
+// that ran). It is the container's AfterAll, and Ginkgo runs AfterAll
+// before the clean-ups the last spec deferred (its tracker): so the work is
+// deferred too, to an after-all clean-up, which Ginkgo runs after the
+// spec's own. Otherwise a filter that cuts a context would see what its
+// last spec made as a leak of the context.
+func (st *state) afterContainer() {
 	GinkgoHelper()
-	if st.setupState == setupNotRun || st.tornDown {
-		return
-	}
-	st.checkNoLeak(ctx)
+	DeferCleanup(func(ctx SpecContext) {
+		if st.setupState == setupNotRun || st.tornDown {
+			return
+		}
+		st.checkNoLeak(ctx)
+	})
 }
 
 // takeInventory records the IaaS inventory before the container makes

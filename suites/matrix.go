@@ -120,7 +120,7 @@ func matrixRow(cfg *Config, r Row) {
 			}
 		})
 		BeforeEach(func(ctx SpecContext) { rr.st.beforeSpec(ctx) })
-		AfterAll(func(ctx SpecContext) { rr.st.afterContainer(ctx) })
+		AfterAll(func() { rr.st.afterContainer() })
 
 		It(ClauseText(ClauseSetup), labels("setup", cpiv2.MethodInfo), func(ctx SpecContext) {
 			rr.st.ensureSetup(ctx)
