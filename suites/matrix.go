@@ -149,9 +149,10 @@ func matrixRow(cfg *Config, r Row) {
 				rr.skipIfRefused()
 				st := rr.st
 				rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
-				x := st.client.CreateVM(ctx, VMRequest{AgentID: st.names.next("agent"), StemcellCID: rr.stemcell,
+				// Retried as the Director does: a transient failure is not
+				// the clear refusal this row needs.
+				x := st.createVMAsDirector(ctx, VMRequest{AgentID: st.names.next("agent"), StemcellCID: rr.stemcell,
 					StemcellAPIVersion: r.Stemcell, CloudProperties: st.cfg.Env.VMCloudProperties, Networks: st.cfg.Env.Networks})
-				checkWire(x)
 				e := x.Response.Error
 				if e == nil {
 					if cid := salvageCID(x.Response.Result); cid != "" {
