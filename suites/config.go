@@ -226,6 +226,16 @@ type UnseenCloudProperties interface {
 	UnseenCloudProperties() string
 }
 
+// SnapshotSources is implemented by an Oracle whose IaaS records which
+// disk each snapshot was taken of: with it, snapshot.create-delete also
+// checks that snapshot_disk snapshotted the disk it was given. Without it
+// that part is not checked (a report entry says so).
+type SnapshotSources interface {
+	// SnapshotSource returns the CID of the disk snapshot cid was taken
+	// of; ok is false when the IaaS has no such snapshot.
+	SnapshotSource(ctx context.Context, cid string) (disk string, ok bool, err error)
+}
+
 // unseenCloudProperties is o's UnseenCloudProperties reason, "" when none.
 func unseenCloudProperties(o Oracle) string {
 	if u, ok := o.(UnseenCloudProperties); ok {

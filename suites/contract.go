@@ -474,13 +474,28 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
-		It(ClauseText(ClauseSnapshot), labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot), func(ctx SpecContext) {
+		snapMethods := []string{cpiv2.MethodCreateDisk, cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot}
+		snapText := ""
+		if cc.Thorough {
+			snapMethods = append(snapMethods, cpiv2.MethodAttachDisk, cpiv2.MethodDetachDisk)
+			snapText = " (the second of two disks on one VM)"
+		}
+		It(ClauseText(ClauseSnapshot)+snapText, labels("iaas", snapMethods...), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
+			if cc.Thorough {
+				// The Director snapshots an instance's disks while they
+				// are attached: a CPI that snapshots the first disk it
+				// finds on the VM, not the one it was given, shows here.
+				other := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
+				st.attach(ctx, t, mainVM, other)
+				st.attach(ctx, t, mainVM, d)
+			}
 			sc, x := st.snapshot(ctx, t, d)
 			if st.cfg.Oracle != nil && !slices.Contains(st.inventory(ctx).Snapshots, sc) {
 				violate(violation(ClauseSnapshot, fmt.Sprintf("snapshot_disk returned %s, but the IaaS has no such snapshot", sc), x))
 			}
+			st.checkSnapshotSource(ctx, sc, d, x)
 			dx := st.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", sc)
 			mustUnread(dx, ClauseSnapshot)
 			t.Forget(Resource{Kind: KindSnapshot, CID: sc})

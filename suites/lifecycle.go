@@ -161,3 +161,22 @@ func (st *state) snapshot(ctx SpecContext, t *Tracker, d string) (string, *Excha
 	t.Add(Resource{Kind: KindSnapshot, CID: sc})
 	return sc, x
 }
+
+// checkSnapshotSource checks, with an oracle that knows (SnapshotSources),
+// that snapshot sc was taken of disk d: the Director records the snapshot
+// against the disk it asked for, and restores that disk from it.
+func (st *state) checkSnapshotSource(ctx SpecContext, sc, d string, x *Exchange) {
+	GinkgoHelper()
+	src, ok := st.cfg.Oracle.(SnapshotSources)
+	if st.cfg.Oracle == nil || !ok {
+		AddReportEntry("not checked", "which disk the snapshot was taken of: the oracle cannot tell", ReportEntryVisibilityNever)
+		return
+	}
+	disk, found, err := src.SnapshotSource(ctx, sc)
+	if err != nil {
+		Fail(fmt.Sprintf("oracle snapshot %s: %v", sc, err))
+	}
+	if found && disk != d {
+		violate(violation(ClauseSnapshot, fmt.Sprintf("snapshot_disk of %s returned %s, a snapshot of %s", d, sc, disk), x))
+	}
+}

@@ -149,6 +149,22 @@ func (o Oracle) Disk(ctx context.Context, cid string) (suites.OracleDisk, bool, 
 		AttachedTo: d.VMCID.String(), Device: d.Device, LUN: lun}, true, nil
 }
 
+var _ suites.SnapshotSources = Oracle{}
+
+// SnapshotSource returns the disk a snapshot was taken of.
+func (o Oracle) SnapshotSource(ctx context.Context, cid string) (string, bool, error) {
+	s, err := o.Cloud.State(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	for _, x := range s.Snapshots {
+		if x.CID.String() == cid {
+			return x.DiskCID.String(), true, nil
+		}
+	}
+	return "", false, nil
+}
+
 // Settings returns the registry entry, the number of registry writes and
 // the user-data of a VM.
 func (o Oracle) Settings(ctx context.Context, vmCID string) (suites.OracleSettings, error) {
