@@ -265,6 +265,16 @@ type OracleVM struct {
 	CloudProperties json.RawMessage
 	// Disks maps each attached disk CID to its device name (e.g. "sdc").
 	Disks map[string]string
+	// Size is how big the IaaS made the VM (nil: the IaaS cannot tell,
+	// and vm.resources is not applicable).
+	Size *OracleVMSize
+}
+
+// OracleVMSize is a VM's size as the IaaS holds it.
+type OracleVMSize struct {
+	CPU              int
+	RAMMiB           int
+	EphemeralDiskMiB int
 }
 
 // OracleDisk is a disk as the IaaS holds it.

@@ -121,7 +121,8 @@ func (o Oracle) VM(ctx context.Context, cid string) (suites.OracleVM, bool, erro
 	if err != nil {
 		return suites.OracleVM{}, false, err
 	}
-	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), CloudProperties: vm.CloudProperties, Disks: map[string]string{}}
+	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), CloudProperties: vm.CloudProperties, Disks: map[string]string{},
+		Size: &suites.OracleVMSize{CPU: vm.Size.CPU, RAMMiB: vm.Size.RAMMiB, EphemeralDiskMiB: vm.Size.EphemeralDiskMiB}}
 	for _, a := range vm.Attachments {
 		out.Disks[a.DiskCID.String()] = a.Device
 	}
