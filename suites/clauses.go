@@ -115,7 +115,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseDiskMetadata, "set_disk_metadata succeeds and the metadata is really set"},
 	{ClauseResize, "resize_disk of a detached disk really changes the size (or NotSupported)"},
 	{ClauseUpdateDisk, "update_disk returns a disk_cid or null and really changes the size (or NotSupported)"},
-	{ClauseSnapshot, "snapshot_disk returns a snapshot_cid that exists, of the disk it was given; delete_snapshot removes it"},
+	{ClauseSnapshot, "snapshot_disk returns a snapshot_cid that exists, of the disk it was given; delete_snapshot removes it and keeps the disk"},
 	{ClauseUnreadResult, "results no caller reads (reboot_vm, delete_*, set_*_metadata, detach_disk) should be null (a warning, never a failure)"},
 
 	{ClauseUnknownMethod, "an unknown method → NotImplemented"},

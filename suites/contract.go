@@ -511,8 +511,15 @@ func contractContext(cfg *Config, cc ContractContext) {
 			dx := st.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", sc)
 			mustUnread(dx, ClauseSnapshot)
 			t.Forget(Resource{Kind: KindSnapshot, CID: sc})
-			if st.cfg.Oracle != nil && slices.Contains(st.inventory(ctx).Snapshots, sc) {
-				violate(violation(ClauseSnapshot, fmt.Sprintf("delete_snapshot of %s succeeded, but the IaaS still has it", sc), dx))
+			if st.cfg.Oracle != nil {
+				inv := st.inventory(ctx)
+				if slices.Contains(inv.Snapshots, sc) {
+					violate(violation(ClauseSnapshot, fmt.Sprintf("delete_snapshot of %s succeeded, but the IaaS still has it", sc), dx))
+				}
+				// The Director deletes a snapshot and keeps its disk.
+				if !slices.Contains(inv.Disks, d) {
+					violate(violation(ClauseSnapshot, fmt.Sprintf("delete_snapshot of %s also deleted disk %s, the disk it was taken of", sc, d), dx))
+				}
 			}
 		})
 
