@@ -1,8 +1,10 @@
 package suites_test
 
 import (
+	"os/exec"
 	"testing"
 
+	"github.com/cpilab/cpilab/fixtures/buggycpi"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/onsi/ginkgo/v2/types"
 )
@@ -43,5 +45,41 @@ func TestFilteredRunsCleanUp(t *testing.T) {
 				t.Fatalf("the run left %d things in the fake cloud: %+v", n, left)
 			}
 		})
+	}
+}
+
+// TestCleanupAsTheDirector: a CPI whose detach_disk answers success but
+// leaves the disk attached to the context's shared VM is rejected for
+// disk.detach alone: the spec's clean-up cannot delete the disk while the
+// VM holds it, and, as the Director deletes disks after VMs, the teardown
+// deletes it once the shared VM is gone. No cleanup.teardown or
+// cleanup.no-leak failure, nothing left in the fake cloud.
+func TestCleanupAsTheDirector(t *testing.T) {
+	dir := t.TempDir()
+	for _, pkg := range []string{"cmd/fakeiaas-cpi", "fixtures/buggycpi/cmd/buggy-cpi"} {
+		if out, err := exec.Command("go", "build", "-o", dir, "github.com/cpilab/cpilab/"+pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	bug, ok := buggycpi.Lookup("detach-noop")
+	if !ok {
+		t.Fatal("no detach-noop bug in the catalog")
+	}
+	cpi, err := bug.Install(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, left := childReportLeft(t, cpi, "", "")
+	fs := suites.Failures(r, nil)
+	if len(fs) == 0 {
+		t.Fatal("the detach that does not detach was accepted")
+	}
+	for _, f := range fs {
+		if f.Violation.Clause != suites.ClauseDetach {
+			t.Errorf("failure on %q names %s (%s); want only %s", f.Spec, f.Violation.Clause, f.Violation.Did, suites.ClauseDetach)
+		}
+	}
+	if n := len(left.VMs) + len(left.Disks) + len(left.Stemcells) + len(left.Snapshots); n != 0 {
+		t.Fatalf("the run left %d things in the fake cloud: %+v", n, left)
 	}
 }

@@ -89,8 +89,9 @@ func (st *state) teardown(ctx SpecContext) {
 	st.created = append(st.created, st.shared.Resources()...)
 	err := st.shared.Cleanup(ctx)
 	// What specs could not delete (a disk a broken detach left on a shared
-	// VM): try again now that the shared VMs are gone. Those specs already
-	// failed for it; only what still cannot be deleted fails here.
+	// VM): try again now that the shared VMs are gone, as the Director
+	// deletes disks after VMs. The specs failed for anything but a disk;
+	// what still cannot be deleted fails here.
 	st.leftMu.Lock()
 	left := NewTracker(st.client)
 	for _, r := range st.leftover {

@@ -171,11 +171,28 @@ func (st *state) tracker() *Tracker {
 	DeferCleanup(func(ctx SpecContext) {
 		if err := t.Cleanup(withCleanup(ctx)); err != nil {
 			// Tried again by the teardown, once the shared VMs that may
-			// hold them are gone.
+			// hold them are gone. A disk that could not be deleted is not
+			// this spec's failure yet: it may still be attached to a
+			// shared VM (a detach that did not detach, which its own
+			// clause reports), and the Director, too, deletes disks after
+			// the VMs and tries again; the teardown fails for what it
+			// still cannot delete. Anything else fails here.
+			failed := t.Failed()
+			var now []error
+			for _, r := range failed {
+				if r.Kind != KindDisk {
+					now = append(now, t.Why(r))
+				}
+			}
 			st.leftMu.Lock()
-			st.leftover = append(st.leftover, t.Failed()...)
+			st.leftover = append(st.leftover, failed...)
 			st.leftMu.Unlock()
-			violate(violation(ClauseTeardown, err.Error(), nil))
+			if len(failed) == 0 {
+				now = append(now, err) // not a deletion that failed (an unknown kind)
+			}
+			if len(now) > 0 {
+				violate(violation(ClauseTeardown, errors.Join(now...).Error(), nil))
+			}
 		}
 	})
 	return t
