@@ -15,6 +15,15 @@
 // fakeiaas's own CIDs (kind-uuid) are ever turned into paths; any other
 // string a caller sends is just not found.
 //
+// # VM sizes
+//
+// A VM is as big as its cloud_properties say (VM.Size, sizes.go): the size
+// of its instance_type from InstanceTypes (small, medium, large, xlarge),
+// else DefaultVMSize (1 CPU, 1024 MiB RAM, 10240 MiB ephemeral disk), with
+// "cpu", "ram" (MiB) and "ephemeral_disk": {"size"} (MiB) overriding each
+// part where given. An instance_type fakeiaas does not know gives the
+// default; a size that is not a positive integer is refused.
+//
 // # Durability
 //
 // The default store is SQLite (modernc.org/sqlite, pure Go) in

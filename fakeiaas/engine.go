@@ -614,6 +614,17 @@ func parseVMProps(raw json.RawMessage) (VMCloudProps, *Error) {
 	return p, nil
 }
 
+// parseVMSize reads the size a VM's cloud_properties ask for (sizes.go).
+func parseVMSize(raw json.RawMessage) (VMSize, *Error) {
+	var s vmSizing
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return VMSize{}, invalid("VM cloud_properties: instance_type, cpu, ram and ephemeral_disk.size: %v", err)
+		}
+	}
+	return s.size()
+}
+
 func substituteCID(raw json.RawMessage, cid string) (json.RawMessage, *Error) {
 	if len(raw) == 0 {
 		return nil, nil
@@ -681,6 +692,10 @@ func (c *Cloud) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		if e != nil {
 			return e
 		}
+		size, e := parseVMSize(spec.CloudProperties)
+		if e != nil {
+			return e
+		}
 		cp, e := checkHash("VM cloud_properties", spec.CloudProperties)
 		if e != nil {
 			return e
@@ -711,7 +726,7 @@ func (c *Cloud) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		vm := &VM{
 			CID: cpiv2.MustCID[cpiv2.VMKind](cid), AgentID: spec.AgentID, StemcellCID: spec.StemcellCID,
 			CloudProperties: cp, Networks: nets, Env: env, DiskLocality: spec.DiskLocality, UserData: ud,
-			Props: props, StemcellAPIVersion: sc.APIVersion, DeviceResolver: sc.DeviceResolver,
+			Props: props, Size: size, StemcellAPIVersion: sc.APIVersion, DeviceResolver: sc.DeviceResolver,
 			Created: c.r.Now(), Boots: 1,
 		}
 		if spec.NoBoot {

@@ -38,6 +38,9 @@ type VM struct {
 	Metadata     cpiv2.Metadata  `json:"metadata,omitempty"`
 	UserData     json.RawMessage `json:"user_data,omitempty"`
 	Props        VMCloudProps    `json:"props"`
+	// Size is how big the VM is (sizes.go: instance_type, cpu, ram,
+	// ephemeral_disk.size of its cloud_properties).
+	Size VMSize `json:"size"`
 	// StemcellAPIVersion and DeviceResolver are copied from the stemcell
 	// at create_vm, for the boot hook.
 	StemcellAPIVersion int              `json:"stemcell_api_version"`

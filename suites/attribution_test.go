@@ -1,6 +1,7 @@
 package suites_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -24,7 +25,8 @@ func init() {
 	os.Exit(childRun(report, os.Getenv("SUITES_CHILD_FOCUS"), os.Getenv("SUITES_CHILD_CPI"), os.Getenv("SUITES_CHILD_SCENARIO")))
 }
 
-// childRun runs the first default context on a testbed without SSH, in
+// childRun runs the first default context on a testbed without SSH (with
+// the label filter SUITES_CHILD_LABELS, if set), in
 // one of these scenarios: "broken-setup" (a stemcell image that does not
 // exist), "strict" (Config.Strict), "require" (RequireAPIVersion 4).
 func childRun(report, focus, cpi, scenario string) int {
@@ -54,6 +56,7 @@ func childRun(report, focus, cpi, scenario string) int {
 	if focus != "" {
 		opts.Focus = []string{focus}
 	}
+	opts.LabelFilter = os.Getenv("SUITES_CHILD_LABELS")
 	r, err := suites.Run(cfg, opts)
 	if err != nil {
 		os.Stderr.WriteString(err.Error())
@@ -63,10 +66,28 @@ func childRun(report, focus, cpi, scenario string) int {
 	if err := os.WriteFile(report, b, 0o600); err != nil {
 		return 2
 	}
+	// What the run left in the fake cloud, for the tests of filtered runs.
+	inv, err := cfg.Oracle.Inventory(context.Background())
+	if err != nil {
+		os.Stderr.WriteString(err.Error())
+		return 2
+	}
+	b, _ = json.Marshal(inv)
+	if err := os.WriteFile(report+".left", b, 0o600); err != nil {
+		return 2
+	}
 	return 0
 }
 
 func childReport(t *testing.T, cpi, scenario, focus string) types.Report {
+	t.Helper()
+	r, _ := childReportLeft(t, cpi, scenario, focus)
+	return r
+}
+
+// childReportLeft is childReport that also returns what the run left in
+// the fake cloud.
+func childReportLeft(t *testing.T, cpi, scenario, focus string) (types.Report, suites.Inventory) {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "r.json")
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
@@ -82,7 +103,14 @@ func childReport(t *testing.T, cpi, scenario, focus string) types.Report {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	var left suites.Inventory
+	if b, err = os.ReadFile(report + ".left"); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &left); err != nil {
+		t.Fatal(err)
+	}
+	return r, left
 }
 
 // TestSetupFailureIsItsOwnSpec: a context whose setup fails reports the

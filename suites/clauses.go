@@ -30,6 +30,7 @@ const (
 	ClauseRebootVM      = "vm.reboot"
 	ClauseVMMetadata    = "vm.metadata"
 	ClauseCalculate     = "vm.cloud-properties"
+	ClauseVMResources   = "vm.resources"
 	ClauseRetry         = "vm.create-retry"
 	ClauseHasDisk       = "disk.has-disk"
 	ClauseCreateDisk    = "disk.create-as-asked"
@@ -103,6 +104,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseRebootVM, "reboot_vm succeeds and the VM still exists"},
 	{ClauseVMMetadata, "set_vm_metadata succeeds and the metadata is really set"},
 	{ClauseCalculate, "calculate_vm_cloud_properties returns a cloud_properties hash"},
+	{ClauseVMResources, "create_vm with what calculate_vm_cloud_properties returned for {cpu, ram, ephemeral_disk_size} makes a VM with at least that much of each"},
 	{ClauseRetry, "a transient create_vm failure is VMCreationFailed with ok_to_retry, and the Director's retry succeeds without leaking a VM"},
 	{ClauseHasDisk, "has_disk is true after create_disk and false after delete_disk"},
 	{ClauseCreateDisk, "create_disk makes a disk of the size and cloud_properties asked for"},
@@ -115,7 +117,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseDiskMetadata, "set_disk_metadata succeeds and the metadata is really set"},
 	{ClauseResize, "resize_disk of a detached disk really changes the size (or NotSupported)"},
 	{ClauseUpdateDisk, "update_disk returns a disk_cid or null and really changes the size (or NotSupported)"},
-	{ClauseSnapshot, "snapshot_disk returns a snapshot_cid that exists, delete_snapshot removes it"},
+	{ClauseSnapshot, "snapshot_disk returns a snapshot_cid that exists, of the disk it was given; delete_snapshot removes it and keeps the disk"},
 	{ClauseUnreadResult, "results no caller reads (reboot_vm, delete_*, set_*_metadata, detach_disk) should be null (a warning, never a failure)"},
 
 	{ClauseUnknownMethod, "an unknown method → NotImplemented (or an older library's answer callers take as NotImplemented)"},

@@ -226,6 +226,16 @@ type UnseenCloudProperties interface {
 	UnseenCloudProperties() string
 }
 
+// SnapshotSources is implemented by an Oracle whose IaaS records which
+// disk each snapshot was taken of: with it, snapshot.create-delete also
+// checks that snapshot_disk snapshotted the disk it was given. Without it
+// that part is not checked (a report entry says so).
+type SnapshotSources interface {
+	// SnapshotSource returns the CID of the disk snapshot cid was taken
+	// of; ok is false when the IaaS has no such snapshot.
+	SnapshotSource(ctx context.Context, cid string) (disk string, ok bool, err error)
+}
+
 // unseenCloudProperties is o's UnseenCloudProperties reason, "" when none.
 func unseenCloudProperties(o Oracle) string {
 	if u, ok := o.(UnseenCloudProperties); ok {
@@ -258,6 +268,16 @@ type OracleVM struct {
 	// Boots is how many times the IaaS has booted the VM (created or
 	// rebooted it); 0 when the oracle cannot tell.
 	Boots int
+	// Size is how big the IaaS made the VM (nil: the IaaS cannot tell,
+	// and vm.resources is not applicable).
+	Size *OracleVMSize
+}
+
+// OracleVMSize is a VM's size as the IaaS holds it.
+type OracleVMSize struct {
+	CPU              int
+	RAMMiB           int
+	EphemeralDiskMiB int
 }
 
 // OracleDisk is a disk as the IaaS holds it.

@@ -100,7 +100,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 		BeforeEach(func(ctx SpecContext) { st.beforeSpec(ctx) })
-		AfterAll(func(ctx SpecContext) { st.afterContainer(ctx) })
+		AfterAll(func() { st.afterContainer() })
 
 		It(ClauseText(ClauseSetup), labels("setup", cpiv2.MethodInfo, cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM,
 			cpiv2.MethodDeleteVM, cpiv2.MethodCreateDisk, cpiv2.MethodDeleteDisk), func(ctx SpecContext) {
@@ -438,18 +438,29 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 		})
 
+		if cc.Thorough {
+			// What the VM gets does not depend on the caller profile: one
+			// context per api_version family checks it.
+			It(ClauseText(ClauseVMResources), labels("iaas", cpiv2.MethodCalculateVMCloudProperties, cpiv2.MethodCreateVM), capOracle, func(ctx SpecContext) {
+				st.checkVMResources(ctx, stemcell, cc.Stemcell)
+			})
+		}
+
 		It(ClauseText(ClauseResize), labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodResizeDisk), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
-			x := st.client.Call(ctx, cpiv2.MethodResizeDisk, "", d, st.cfg.Env.ResizeToMiB)
+			// No multiple of a GiB, as for create_disk: a cloud may round
+			// it up to the next GiB, never down.
+			size := st.cfg.Env.ResizeToMiB + 3
+			x := st.client.Call(ctx, cpiv2.MethodResizeDisk, "", d, size)
 			skipIfNotSupported(x, "resize_disk")
 			mustUnread(x, ClauseResize)
 			if st.cfg.Oracle == nil {
 				notChecked("resize_disk succeeded; the new size is not checked: no oracle")
 			}
 			od, ok, err := st.cfg.Oracle.Disk(ctx, d)
-			if err != nil || !ok || od.SizeMiB < st.cfg.Env.ResizeToMiB || od.SizeMiB > roundUpGiB(st.cfg.Env.ResizeToMiB) {
-				violate(violation(ClauseResize, fmt.Sprintf("resize_disk to %d MiB succeeded but the IaaS disk is %d MiB (oracle: %v)", st.cfg.Env.ResizeToMiB, od.SizeMiB, err), x))
+			if err != nil || !ok || od.SizeMiB < size || od.SizeMiB > roundUpGiB(size) {
+				violate(violation(ClauseResize, fmt.Sprintf("resize_disk to %d MiB succeeded but the IaaS disk is %d MiB (oracle: %v)", size, od.SizeMiB, err), x))
 			}
 		})
 
@@ -459,7 +470,8 @@ func contractContext(cfg *Config, cc ContractContext) {
 			}
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
-			x := st.client.Call(ctx, cpiv2.MethodUpdateDisk, "", d, st.cfg.Env.ResizeToMiB, st.cfg.Env.DiskCloudProperties)
+			size := st.cfg.Env.ResizeToMiB + 3 // no multiple of a GiB, as for resize_disk
+			x := st.client.Call(ctx, cpiv2.MethodUpdateDisk, "", d, size, st.cfg.Env.DiskCloudProperties)
 			skipIfNotSupported(x, "update_disk")
 			mustOK(x, ClauseUpdateDisk)
 			cur := d
@@ -477,23 +489,45 @@ func contractContext(cfg *Config, cc ContractContext) {
 				notChecked("update_disk answered; the new size is not checked: no oracle")
 			}
 			od, ok, err := st.cfg.Oracle.Disk(ctx, cur)
-			if err != nil || !ok || od.SizeMiB < st.cfg.Env.ResizeToMiB || od.SizeMiB > roundUpGiB(st.cfg.Env.ResizeToMiB) {
-				violate(violation(ClauseUpdateDisk, fmt.Sprintf("update_disk to %d MiB answered but the IaaS disk %s is %d MiB (oracle: %v)", st.cfg.Env.ResizeToMiB, cur, od.SizeMiB, err), x))
+			if err != nil || !ok || od.SizeMiB < size || od.SizeMiB > roundUpGiB(size) {
+				violate(violation(ClauseUpdateDisk, fmt.Sprintf("update_disk to %d MiB answered but the IaaS disk %s is %d MiB (oracle: %v)", size, cur, od.SizeMiB, err), x))
 			}
 		})
 
-		It(ClauseText(ClauseSnapshot), labels("iaas", cpiv2.MethodCreateDisk, cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot), func(ctx SpecContext) {
+		snapMethods := []string{cpiv2.MethodCreateDisk, cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot}
+		snapText := ""
+		if cc.Thorough {
+			snapMethods = append(snapMethods, cpiv2.MethodAttachDisk)
+			snapText = " (the second of two disks on one VM)"
+		}
+		It(ClauseText(ClauseSnapshot)+snapText, labels("iaas", snapMethods...), func(ctx SpecContext) {
 			t := st.tracker()
 			d := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
+			if cc.Thorough {
+				// The Director snapshots an instance's disks while they
+				// are attached: a CPI that snapshots the first disk it
+				// finds on the VM, not the one it was given, shows here.
+				other := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
+				st.attach(ctx, t, mainVM, other)
+				st.attach(ctx, t, mainVM, d)
+			}
 			sc, x := st.snapshot(ctx, t, d)
 			if st.cfg.Oracle != nil && !slices.Contains(st.inventory(ctx).Snapshots, sc) {
 				violate(violation(ClauseSnapshot, fmt.Sprintf("snapshot_disk returned %s, but the IaaS has no such snapshot", sc), x))
 			}
+			st.checkSnapshotSource(ctx, sc, d, x)
 			dx := st.client.Call(ctx, cpiv2.MethodDeleteSnapshot, "", sc)
 			mustUnread(dx, ClauseSnapshot)
 			t.Forget(Resource{Kind: KindSnapshot, CID: sc})
-			if st.cfg.Oracle != nil && slices.Contains(st.inventory(ctx).Snapshots, sc) {
-				violate(violation(ClauseSnapshot, fmt.Sprintf("delete_snapshot of %s succeeded, but the IaaS still has it", sc), dx))
+			if st.cfg.Oracle != nil {
+				inv := st.inventory(ctx)
+				if slices.Contains(inv.Snapshots, sc) {
+					violate(violation(ClauseSnapshot, fmt.Sprintf("delete_snapshot of %s succeeded, but the IaaS still has it", sc), dx))
+				}
+				// The Director deletes a snapshot and keeps its disk.
+				if !slices.Contains(inv.Disks, d) {
+					violate(violation(ClauseSnapshot, fmt.Sprintf("delete_snapshot of %s also deleted disk %s, the disk it was taken of", sc, d), dx))
+				}
 			}
 		})
 

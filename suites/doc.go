@@ -23,7 +23,9 @@
 // its setup spec (setup.context) and ends with its teardown
 // (cleanup.teardown) and leak check (cleanup.no-leak), so that their
 // failures are reported where they happen. When the setup spec is filtered
-// out (a focused rerun), the setup runs before the first spec that runs.
+// out (a focused rerun), the setup runs before the first spec that runs;
+// when the teardown and leak specs are, they run after the last spec that
+// runs, once its own clean-up is done, so a filter never shows as a leak.
 // Every create_vm retries as the Director does (MaxVMCreateTries).
 //
 // Run spreads the containers over worker processes (RunOptions.Workers),
@@ -43,7 +45,9 @@
 // 8 calls held in flight at once without crossed results, the Director's
 // create_vm retry on VMCreationFailed with ok_to_retry, and, with an
 // Oracle, the IaaS state behind each answer: disks of the size and
-// cloud_properties asked, stemcells and snapshots that exist, hints that
+// cloud_properties asked, stemcells and snapshots that exist (each
+// snapshot of the disk it was asked for), VMs with at least the CPUs, RAM
+// and ephemeral disk asked of calculate_vm_cloud_properties, hints that
 // name the device the IaaS attached for that disk, disks (and their data)
 // kept when the VM they are attached to is deleted.
 //

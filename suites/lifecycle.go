@@ -39,13 +39,19 @@ func (st *state) beforeSpec(ctx SpecContext) {
 
 // afterContainer tears down and checks for leaks when the teardown and
 // leak specs were filtered out (their failures then show on the last spec
-// that ran).
-func (st *state) afterContainer(ctx SpecContext) {
+// that ran). It is the container's AfterAll, and Ginkgo runs AfterAll
+// before the clean-ups the last spec deferred (its tracker): so the work is
+// deferred too, to an after-all clean-up, which Ginkgo runs after the
+// spec's own. Otherwise a filter that cuts a context would see what its
+// last spec made as a leak of the context.
+func (st *state) afterContainer() {
 	GinkgoHelper()
-	if st.setupState == setupNotRun || st.tornDown {
-		return
-	}
-	st.checkNoLeak(ctx)
+	DeferCleanup(func(ctx SpecContext) {
+		if st.setupState == setupNotRun || st.tornDown {
+			return
+		}
+		st.checkNoLeak(ctx)
+	})
 }
 
 // takeInventory records the IaaS inventory before the container makes
@@ -83,8 +89,9 @@ func (st *state) teardown(ctx SpecContext) {
 	st.created = append(st.created, st.shared.Resources()...)
 	err := st.shared.Cleanup(ctx)
 	// What specs could not delete (a disk a broken detach left on a shared
-	// VM): try again now that the shared VMs are gone. Those specs already
-	// failed for it; only what still cannot be deleted fails here.
+	// VM): try again now that the shared VMs are gone, as the Director
+	// deletes disks after VMs. The specs failed for anything but a disk;
+	// what still cannot be deleted fails here.
 	st.leftMu.Lock()
 	left := NewTracker(st.client)
 	for _, r := range st.leftover {
@@ -154,4 +161,23 @@ func (st *state) snapshot(ctx SpecContext, t *Tracker, d string) (string, *Excha
 	}
 	t.Add(Resource{Kind: KindSnapshot, CID: sc})
 	return sc, x
+}
+
+// checkSnapshotSource checks, with an oracle that knows (SnapshotSources),
+// that snapshot sc was taken of disk d: the Director records the snapshot
+// against the disk it asked for, and restores that disk from it.
+func (st *state) checkSnapshotSource(ctx SpecContext, sc, d string, x *Exchange) {
+	GinkgoHelper()
+	src, ok := st.cfg.Oracle.(SnapshotSources)
+	if st.cfg.Oracle == nil || !ok {
+		AddReportEntry("not checked", "which disk the snapshot was taken of: the oracle cannot tell", ReportEntryVisibilityNever)
+		return
+	}
+	disk, found, err := src.SnapshotSource(ctx, sc)
+	if err != nil {
+		Fail(fmt.Sprintf("oracle snapshot %s: %v", sc, err))
+	}
+	if found && disk != d {
+		violate(violation(ClauseSnapshot, fmt.Sprintf("snapshot_disk of %s returned %s, a snapshot of %s", d, sc, disk), x))
+	}
 }

@@ -47,6 +47,8 @@ type Tracker struct {
 	mu     sync.Mutex
 	res    []Resource
 	failed []Resource // what Cleanup could not delete; guarded by mu
+	// why says why each of failed could not be deleted; guarded by mu.
+	why map[Resource]error
 }
 
 // NewTracker returns a tracker that cleans up through c.
@@ -72,6 +74,13 @@ func (t *Tracker) Failed() []Resource {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.failed)
+}
+
+// Why returns why Cleanup could not delete r (nil when it could).
+func (t *Tracker) Why(r Resource) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.why[r]
 }
 
 // Resources returns what is tracked, oldest first.
@@ -124,6 +133,10 @@ func (t *Tracker) Cleanup(ctx context.Context) error {
 						mu.Unlock()
 						t.mu.Lock()
 						t.failed = append(t.failed, r)
+						if t.why == nil {
+							t.why = map[Resource]error{}
+						}
+						t.why[r] = fmt.Errorf("cleaning up %s: %w", r, err)
 						t.mu.Unlock()
 					}
 				}

@@ -121,7 +121,8 @@ func (o Oracle) VM(ctx context.Context, cid string) (suites.OracleVM, bool, erro
 	if err != nil {
 		return suites.OracleVM{}, false, err
 	}
-	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), CloudProperties: vm.CloudProperties, Disks: map[string]string{}, Boots: vm.Boots}
+	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), CloudProperties: vm.CloudProperties, Disks: map[string]string{}, Boots: vm.Boots,
+		Size: &suites.OracleVMSize{CPU: vm.Size.CPU, RAMMiB: vm.Size.RAMMiB, EphemeralDiskMiB: vm.Size.EphemeralDiskMiB}}
 	for _, a := range vm.Attachments {
 		out.Disks[a.DiskCID.String()] = a.Device
 	}
@@ -147,6 +148,22 @@ func (o Oracle) Disk(ctx context.Context, cid string) (suites.OracleDisk, bool, 
 	}
 	return suites.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata), CloudProperties: d.CloudProperties,
 		AttachedTo: d.VMCID.String(), Device: d.Device, LUN: lun}, true, nil
+}
+
+var _ suites.SnapshotSources = Oracle{}
+
+// SnapshotSource returns the disk a snapshot was taken of.
+func (o Oracle) SnapshotSource(ctx context.Context, cid string) (string, bool, error) {
+	s, err := o.Cloud.State(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	for _, x := range s.Snapshots {
+		if x.CID.String() == cid {
+			return x.DiskCID.String(), true, nil
+		}
+	}
+	return "", false, nil
 }
 
 // Settings returns the registry entry, the number of registry writes and

@@ -302,7 +302,9 @@ func (c *CPI) SetVMMetadata(ctx context.Context, cid cpiv2.VMCID, meta cpiv2.Met
 	return retry0(c, "set_vm_metadata", func() error { return c.iaas.SetVMMetadata(ctx, cid, meta) })
 }
 
-// CalculateVMCloudProperties answers {"cpu", "ram", "ephemeral_disk": {"size"}}.
+// CalculateVMCloudProperties answers {"cpu", "ram", "ephemeral_disk": {"size"}}:
+// the keys fakeiaas sizes a VM by (fakeiaas.VMSize), so that create_vm with
+// the answer makes a VM of exactly the resources asked.
 func (c *CPI) CalculateVMCloudProperties(ctx context.Context, res cpiv2.VMResources) (cpiv2.CloudProps, error) {
 	return cpiv2.NewCloudProps(map[string]any{
 		"cpu": res.CPU, "ram": res.RAM, "ephemeral_disk": map[string]int{"size": res.EphemeralDiskSize},
