@@ -306,6 +306,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 
 		contractSettingsSpecs(st, cc, &stemcell, &ghostVM)
 		contractLargeRequestSpecs(st, cc, &stemcell)
+		contractLocalitySpecs(st, cc, &stemcell)
 
 		It(ClauseText(ClauseMetadataGone), labels("errors", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, ghostVM, ghostVM, map[string]string{"deployment": st.names.next("dep")})
@@ -497,7 +498,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 		snapMethods := []string{cpiv2.MethodCreateDisk, cpiv2.MethodSnapshotDisk, cpiv2.MethodDeleteSnapshot}
 		snapText := ""
 		if cc.Thorough {
-			snapMethods = append(snapMethods, cpiv2.MethodAttachDisk)
+			snapMethods = append(snapMethods, cpiv2.MethodCreateVM, cpiv2.MethodAttachDisk)
 			snapText = " (the second of two disks on one VM)"
 		}
 		It(ClauseText(ClauseSnapshot)+snapText, labels("iaas", snapMethods...), func(ctx SpecContext) {
@@ -507,9 +508,12 @@ func contractContext(cfg *Config, cc ContractContext) {
 				// The Director snapshots an instance's disks while they
 				// are attached: a CPI that snapshots the first disk it
 				// finds on the VM, not the one it was given, shows here.
+				// A VM of its own: the spec must not depend on what
+				// earlier specs did to the context's VM.
+				v := st.createVM(ctx, t, stemcell, cc.Stemcell).CID
 				other := st.createDisk(ctx, t, st.cfg.Env.DiskSizeMiB, "")
-				st.attach(ctx, t, mainVM, other)
-				st.attach(ctx, t, mainVM, d)
+				st.attach(ctx, t, v, other)
+				st.attach(ctx, t, v, d)
 			}
 			sc, x := st.snapshot(ctx, t, d)
 			if st.cfg.Oracle != nil && !slices.Contains(st.inventory(ctx).Snapshots, sc) {

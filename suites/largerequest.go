@@ -2,7 +2,6 @@ package suites
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -68,16 +67,8 @@ func contractLargeRequestSpecs(st *state, cc ContractContext, stemcell *string) 
 		t := st.tracker()
 		env := directorEnv("cpilab-large", caBundle(largeEnvBytes))
 		agentID := st.names.next("agent")
-		var x *Exchange
-		for try := 1; ; try++ {
-			x = st.client.CreateVM(ctx, VMRequest{AgentID: agentID, StemcellCID: *stemcell, StemcellAPIVersion: cc.Stemcell,
-				CloudProperties: st.cfg.Env.VMCloudProperties, Networks: st.cfg.Env.Networks, Env: env})
-			checkWire(x)
-			if e := x.Response.Error; e != nil && errors.Is(e, cpiv2.ErrVMCreationFailed) && e.OkToRetry && try < MaxVMCreateTries {
-				continue
-			}
-			break
-		}
+		x := st.createVMAsDirector(ctx, VMRequest{AgentID: agentID, StemcellCID: *stemcell, StemcellAPIVersion: cc.Stemcell,
+			CloudProperties: st.cfg.Env.VMCloudProperties, Networks: st.cfg.Env.Networks, Env: env})
 		if e := x.Response.Error; e != nil {
 			// A request the CPI could not read comes back as the error a
 			// CPI library answers for a payload it cannot parse; an IaaS
