@@ -127,6 +127,13 @@ type Environment struct {
 	// Networks is create_vm's networks (default one dynamic network
 	// "default").
 	Networks cpiv2.Networks
+	// StaticNetworks are networks as a Director gives an instance with a
+	// static IP (a manual network holding the default route, and a
+	// dynamic one), for the table.settings spec that follows them to the
+	// agent settings. Default: when Networks is left to its default, such
+	// networks with no cloud_properties the IaaS must know; otherwise none,
+	// and that spec is not applicable (Networks alone are checked).
+	StaticNetworks cpiv2.Networks
 	// DiskSizeMiB is the size of the disks the suites create (default 1024).
 	DiskSizeMiB int
 	// ResizeToMiB is the size resize_disk and update_disk grow them to
@@ -182,6 +189,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Env.Networks == nil {
 		c.Env.Networks = cpiv2.Networks{"default": {Type: "dynamic", Default: []string{"dns", "gateway"}}}
+		if c.Env.StaticNetworks == nil {
+			c.Env.StaticNetworks = directorNetworks()
+		}
 	}
 	if c.Contexts == nil {
 		c.Contexts = DefaultContexts

@@ -307,6 +307,7 @@ func contractContext(cfg *Config, cc ContractContext) {
 		contractSettingsSpecs(st, cc, &stemcell, &ghostVM)
 		contractLargeRequestSpecs(st, cc, &stemcell)
 		contractLocalitySpecs(st, cc, &stemcell)
+		contractNetworkSpecs(st, cc, &stemcell)
 
 		It(ClauseText(ClauseMetadataGone), labels("errors", cpiv2.MethodSetVMMetadata), func(ctx SpecContext) {
 			x := st.client.Call(ctx, cpiv2.MethodSetVMMetadata, ghostVM, ghostVM, map[string]string{"deployment": st.names.next("dep")})

@@ -104,7 +104,9 @@ func fullSettings(s OracleSettings) (map[string]any, string) {
 
 // settingsMiss compares agent settings with what create_vm was given: the
 // agent_id, every member of env (a CPI may add its own), and every network
-// by its name with the type, ip, netmask and gateway sent. It says what is
+// by its name with the type, ip, netmask, gateway, dns and default sent
+// (the agent configures its interfaces, resolver and default route from
+// them). It says what is
 // missing or different ("" when nothing is).
 func settingsMiss(got map[string]any, agentID string, env, networks json.RawMessage) string {
 	if got["agent_id"] != agentID {
@@ -124,7 +126,7 @@ func settingsMiss(got map[string]any, agentID string, env, networks json.RawMess
 		if !found {
 			return fmt.Sprintf("network %q is missing (networks: %s), create_vm was given %s", name, excerpt(mustJSON(got["networks"])), excerpt(networks))
 		}
-		for _, k := range []string{"type", "ip", "netmask", "gateway"} {
+		for _, k := range []string{"type", "ip", "netmask", "gateway", "dns", "default"} {
 			if w, sentKey := wantNets[name][k]; sentKey && !reflect.DeepEqual(gn[k], w) {
 				return fmt.Sprintf("network %q has %s %v, create_vm was given %v", name, k, gn[k], w)
 			}
