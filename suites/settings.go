@@ -127,12 +127,29 @@ func settingsMiss(got map[string]any, agentID string, env, networks json.RawMess
 			return fmt.Sprintf("network %q is missing (networks: %s), create_vm was given %s", name, excerpt(mustJSON(got["networks"])), excerpt(networks))
 		}
 		for _, k := range []string{"type", "ip", "netmask", "gateway", "dns", "default"} {
-			if w, sentKey := wantNets[name][k]; sentKey && !reflect.DeepEqual(gn[k], w) {
+			if w, sentKey := wantNets[name][k]; sentKey && !holdsAll(gn[k], w) {
 				return fmt.Sprintf("network %q has %s %v, create_vm was given %v", name, k, gn[k], w)
 			}
 		}
 	}
 	return ""
+}
+
+// holdsAll is reflect.DeepEqual, except that a list holds a wanted list when
+// it has every wanted element in any order (a CPI may add a DNS server its
+// IaaS provides).
+func holdsAll(got, want any) bool {
+	wl, isList := want.([]any)
+	gl, gotList := got.([]any)
+	if !isList || !gotList {
+		return reflect.DeepEqual(got, want)
+	}
+	for _, w := range wl {
+		if !slices.ContainsFunc(gl, func(g any) bool { return reflect.DeepEqual(g, w) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // holdsJSON reports whether got holds want: every member of a want hash
