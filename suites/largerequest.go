@@ -79,15 +79,7 @@ func contractLargeRequestSpecs(st *state, cc ContractContext, stemcell *string) 
 			}
 			notChecked(fmt.Sprintf("create_vm with a %d KiB env failed with %s: %q (an IaaS limit on what a VM can be given?)", largeEnvBytes>>10, e.Type, e.Message))
 		}
-		cid, err := st.client.DecodeVMCID(x.Response.Result)
-		if err != nil {
-			if c := salvageCID(x.Response.Result); c != "" {
-				t.Add(Resource{Kind: KindVM, CID: c})
-			}
-			violate(violation(ClauseCreateVM, err.Error(), x))
-		}
-		st.client.RememberVM(cid, cc.Stemcell)
-		t.Add(Resource{Kind: KindVM, CID: cid})
+		cid := st.trackCreatedVM(t, x, cc.Stemcell)
 		o := st.cfg.Oracle
 		if o == nil {
 			return

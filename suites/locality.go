@@ -23,15 +23,7 @@ func contractLocalitySpecs(st *state, cc ContractContext, stemcell *string) {
 		if e := x.Response.Error; e != nil {
 			violate(violation(ClauseVMDiskLocality, fmt.Sprintf("create_vm with disk_cids [%s] (a disk attached to %s, as when the Director recreates a VM) failed with %s: %q; disk_cids are a placement hint", d, old, e.Type, e.Message), x))
 		}
-		cid, err := st.client.DecodeVMCID(x.Response.Result)
-		if err != nil {
-			if c := salvageCID(x.Response.Result); c != "" {
-				t.Add(Resource{Kind: KindVM, CID: c})
-			}
-			violate(violation(ClauseCreateVM, err.Error(), x))
-		}
-		st.client.RememberVM(cid, cc.Stemcell)
-		t.Add(Resource{Kind: KindVM, CID: cid})
+		st.trackCreatedVM(t, x, cc.Stemcell)
 		o := st.cfg.Oracle
 		if o == nil {
 			return

@@ -37,15 +37,7 @@ func contractNetworkSpecs(st *state, cc ContractContext, stemcell *string) {
 		x := st.createVMAsDirector(ctx, VMRequest{AgentID: agentID, StemcellCID: *stemcell, StemcellAPIVersion: cc.Stemcell,
 			CloudProperties: st.cfg.Env.VMCloudProperties, Networks: nets})
 		mustOK(x, ClauseCreateVM)
-		cid, err := st.client.DecodeVMCID(x.Response.Result)
-		if err != nil {
-			if c := salvageCID(x.Response.Result); c != "" {
-				t.Add(Resource{Kind: KindVM, CID: c})
-			}
-			violate(violation(ClauseCreateVM, err.Error(), x))
-		}
-		st.client.RememberVM(cid, cc.Stemcell)
-		t.Add(Resource{Kind: KindVM, CID: cid})
+		cid := st.trackCreatedVM(t, x, cc.Stemcell)
 		s, err := o.Settings(ctx, cid)
 		if err != nil {
 			Fail(fmt.Sprintf("oracle settings of %s: %v", cid, err))

@@ -340,9 +340,18 @@ func (st *state) createVMWith(ctx context.Context, t *Tracker, stemcell string, 
 	x := st.createVMAsDirector(ctx, VMRequest{AgentID: agentID, StemcellCID: stemcell, StemcellAPIVersion: sv,
 		CloudProperties: props, Networks: st.cfg.Env.Networks})
 	mustOK(x, ClauseCreateVM)
+	cid := st.trackCreatedVM(t, x, sv)
+	return vm{CID: cid, AgentID: agentID, IP: firstIP(x.Response.Result, st.cfg.Env.Networks), X: x}
+}
+
+// trackCreatedVM decodes the VM CID of create_vm's successful answer x,
+// remembers the VM's stemcell api_version and tracks the VM for clean-up.
+// An answer of the wrong shape breaks vm.create-shape, after tracking
+// whatever VM it names, so that it is deleted.
+func (st *state) trackCreatedVM(t *Tracker, x *Exchange, sv int) string {
+	GinkgoHelper()
 	cid, err := st.client.DecodeVMCID(x.Response.Result)
 	if err != nil {
-		// Track whatever VM the wrong shape names, so that it is deleted.
 		if c := salvageCID(x.Response.Result); c != "" {
 			st.client.RememberVM(c, sv)
 			t.Add(Resource{Kind: KindVM, CID: c})
@@ -351,7 +360,7 @@ func (st *state) createVMWith(ctx context.Context, t *Tracker, stemcell string, 
 	}
 	st.client.RememberVM(cid, sv)
 	t.Add(Resource{Kind: KindVM, CID: cid})
-	return vm{CID: cid, AgentID: agentID, IP: firstIP(x.Response.Result, st.cfg.Env.Networks), X: x}
+	return cid
 }
 
 // createDisk creates a disk of sizeMiB, with vmCID as locality hint ("" for
