@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -596,16 +595,4 @@ func (s *Session) attachedCount() int {
 		n += len(s.attachedTo(filepath.Base(img[:len(img)-len(".img")])))
 	}
 	return n
-}
-
-func checkExpand(ctx context.Context, s *Session) error {
-	vol := s.volume()
-	call, err := s.call(ctx, s.ctrl, flexvolume.CmdExpandVolume, s.options(vol, nil), s.deviceMountPath(vol), "33554432", "16777216")
-	if err != nil {
-		return err
-	}
-	if call.Result.Status == flexvolume.StatusNotSupported {
-		return &NotChecked{Reason: "the driver does not expand volumes (expandvolume: Not supported)"}
-	}
-	return &NotChecked{Reason: fmt.Sprintf("expansion checks need a Director that resizes dynamic disks (expandvolume answered %s)", call.Result.Status)}
 }

@@ -53,6 +53,6 @@ var ClauseTitles = map[string]string{
 	ClauseFaultDirectorDown:  "with the Director down, attach and detach → Failure with a message and a non-zero exit; once it is back, a retry converges",
 	ClauseFaultTaskFailed:    "a Director task that fails (unknown disk pool) → Failure with a message; nothing is attached",
 	ClauseMountRacesDetach:   "a detach while mountdevice is in progress leaves the node consistent: never Success from mountdevice, nor a mount, on a disk detached under it",
-	ClauseExpand:             "expandvolume and expandfs, when supported, grow the volume and report sizes in bytes",
+	ClauseExpand:             "expansion, when declared: after expandvolume the cloud disk has the new size, after expandfs the filesystem on the node does, data kept, both idempotent",
 	ClauseSetup:              "(harness) the suite can install the driver and reach the Director",
 }

@@ -35,6 +35,9 @@ type Env struct {
 	CloudDir string
 	// Admin talks to the Director directly with bosh.admin.
 	Admin *director.Client
+	// Resize says the Director grows dynamic disks (POST
+	// /dynamic_disks/:name/resize); the embedded one does.
+	Resize bool
 
 	gate *Gate
 	stop func()
@@ -114,7 +117,7 @@ func StartEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
 				{Name: "flex", Password: "flex", Scopes: director.DiskScopes},
 			}})
 	}()
-	e := &Env{Client: "flex", Secret: "flex", DiskPool: "dynamic", CloudDir: filepath.Join(dataDir, "fakeiaas")}
+	e := &Env{Client: "flex", Secret: "flex", DiskPool: "dynamic", CloudDir: filepath.Join(dataDir, "fakeiaas"), Resize: true}
 	var info launch.Info
 	select {
 	case info = <-ready:

@@ -210,7 +210,7 @@ func (s *Session) writeDriverConfig(path, host, url string) error {
 		Director: flexvolume.DirectorConfig{URL: url, CACert: string(s.env.CACertPEM), Client: s.env.Client, ClientSecret: s.env.Secret},
 		Nodes:    map[string]flexvolume.Node{}, Node: node, DiskPool: s.env.DiskPool, DiskSizeMiB: 16,
 		Mounter: flexvolume.MounterVMRoot, LogFile: filepath.Join(filepath.Dir(filepath.Dir(path)), host+"-"+s.exeName+".log"),
-		TaskTimeoutSeconds: int(s.cfg.CallTimeout / time.Second), AttachWaitSeconds: 10,
+		TaskTimeoutSeconds: int(s.cfg.CallTimeout / time.Second), AttachWaitSeconds: 10, Resize: s.env.Resize,
 	}
 	for _, n := range s.env.Nodes {
 		cfg.Nodes[n.Name] = flexvolume.Node{InstanceID: n.InstanceID, Root: n.Root}
