@@ -100,6 +100,9 @@ func (d *Driver) Backend() Backend { return d.deps.Backend }
 // Mounter is the driver's mounter on its node.
 func (d *Driver) Mounter() mount.Interface { return d.deps.Mounter }
 
+// Exec runs the node's commands (blkid, mkfs.*, resize2fs …).
+func (d *Driver) Exec() utilexec.Interface { return d.deps.Exec }
+
 // HostPath maps a node path to the path the driver's process uses.
 func (d *Driver) HostPath(p string) string { return d.hostPath(p) }
 

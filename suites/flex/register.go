@@ -65,6 +65,7 @@ func Register(rc *RunConfig) bool {
 			if s, err = NewSession(cfg, rc.Env); err != nil {
 				failWith(ClauseSetup, nil, "%v", err)
 			}
+			DeferCleanup(s.Close)
 			if err := s.Prepare(ctx); err != nil {
 				report(err)
 			}
