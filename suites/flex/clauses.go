@@ -1,7 +1,7 @@
 package flex
 
-// Clause ids of the FlexVolume driver contract; docs/contracts-flex.md
-// holds each id's text and why it matters. A spec's It text starts with
+// Clause ids of the FlexVolume driver contract; the final section of
+// docs/contracts.md, "FlexVolume drivers", holds each id's text. A spec's It text starts with
 // its clause id, and every failure names the clause that broke.
 const (
 	ClauseInstall            = "flex.install.probe"
@@ -30,7 +30,7 @@ const (
 )
 
 // ClauseTitles are the clauses' one-line statements, as
-// docs/contracts-flex.md gives them.
+// docs/contracts.md's FlexVolume section gives them.
 var ClauseTitles = map[string]string{
 	ClauseInstall:            "installed atomically as <plugindir>/<vendor~driver>/<driver> (dot directory, then rename), the prober finds it and init runs from there with any working directory",
 	ClauseInitCapabilities:   "init → Success, exit 0, capabilities with an explicit attach and only keys kubelet knows; the same answer every time",
