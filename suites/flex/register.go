@@ -72,6 +72,7 @@ func Register(rc *RunConfig) bool {
 		})
 		for _, c := range Checks() {
 			It(c.Clause+": "+ClauseTitles[c.Clause], Label("row:flexvolume", "area:"+clauseArea[c.Clause], "clause:"+c.Clause), func(ctx SpecContext) {
+				AddReportEntry(suites.EntryClause, c.Clause, ReportEntryVisibilityNever)
 				o := s.RunCheck(ctx, c)
 				switch {
 				case o.Skip != nil:
