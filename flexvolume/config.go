@@ -57,6 +57,12 @@ type Config struct {
 	// AttachWaitSeconds bounds waitforattach's wait for the device link.
 	// Default 30.
 	AttachWaitSeconds int `json:"attach_wait_seconds,omitempty"`
+	// Resize says the Director grows dynamic disks (POST
+	// /dynamic_disks/:name/resize, a cpilab extension upstream's Director
+	// does not have): init then declares requiresFSResize and expandvolume
+	// and expandfs grow the volume. Default false: both answer "Not
+	// supported", as they must against an upstream Director.
+	Resize bool `json:"resize,omitempty"`
 }
 
 // DirectorConfig is the Director's address and the driver's credentials

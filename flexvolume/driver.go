@@ -25,6 +25,9 @@ type Backend interface {
 	Provide(ctx context.Context, req director.ProvideRequest) (string, error)
 	DetachDynamicDisk(ctx context.Context, name string) error
 	DynamicDisks(ctx context.Context) ([]director.DiskInfo, error)
+	// ResizeDynamicDisk grows the disk (Config.Resize only) and returns
+	// its CID afterwards.
+	ResizeDynamicDisk(ctx context.Context, name string, sizeMiB int) (string, error)
 }
 
 // Deps are the driver's collaborators; nil fields are built from the
@@ -97,6 +100,9 @@ func (d *Driver) Backend() Backend { return d.deps.Backend }
 // Mounter is the driver's mounter on its node.
 func (d *Driver) Mounter() mount.Interface { return d.deps.Mounter }
 
+// Exec runs the node's commands (blkid, mkfs.*, resize2fs …).
+func (d *Driver) Exec() utilexec.Interface { return d.deps.Exec }
+
 // HostPath maps a node path to the path the driver's process uses.
 func (d *Driver) HostPath(p string) string { return d.hostPath(p) }
 
@@ -145,6 +151,10 @@ func (d *Driver) run(ctx context.Context, cmd string, args []string) Result {
 		CmdMountDevice: {"<mount dir>", "<device>", "<json options>"}, CmdUnmountDevice: {"<mount dir>"},
 		CmdMount: {"<mount dir>", "<json options>"}, CmdUnmount: {"<mount dir>"},
 	}
+	if d.cfg.Resize {
+		need[CmdExpandVolume] = []string{"<json options>", "<device mount path>", "<new size bytes>", "<old size bytes>"}
+		need[CmdExpandFS] = []string{"<json options>", "<device>", "<device mount path>", "<new size bytes>", "<old size bytes>"}
+	}
 	if names, ok := need[cmd]; ok {
 		if err := argsFor(cmd, args, names...); err != nil {
 			return failure("%v", err)
@@ -152,7 +162,7 @@ func (d *Driver) run(ctx context.Context, cmd string, args []string) Result {
 	}
 	switch cmd {
 	case CmdInit:
-		return initResult()
+		return initResult(d.cfg)
 	case CmdAttach:
 		return d.attach(ctx, args[0], args[1])
 	case CmdIsAttached:
@@ -170,8 +180,17 @@ func (d *Driver) run(ctx context.Context, cmd string, args []string) Result {
 	case CmdUnmount:
 		return d.unmount(args[0])
 	}
+	if d.cfg.Resize {
+		switch cmd {
+		case CmdExpandVolume:
+			return d.expandVolume(ctx, args[0], args[2])
+		case CmdExpandFS:
+			return d.expandFS(ctx, args[0], args[1], args[2], args[3])
+		}
+	}
 	// getvolumename (kubelet ignores its answer), expandvolume and expandfs
-	// (the dynamic disks API has no resize), and anything unknown.
+	// without Config.Resize (upstream's dynamic disks API has no resize),
+	// and anything unknown.
 	return Result{Status: StatusNotSupported, Message: fmt.Sprintf("%s is not supported by the BOSH dynamic disks driver", cmd)}
 }
 
@@ -493,9 +512,10 @@ func DriverName(executable string) string {
 	return strings.ReplaceAll(filepath.Base(filepath.Dir(executable)), "~", "/")
 }
 
-// initResult is init's answer: attachable, no resize (the dynamic disks
-// API cannot grow a disk), no metrics.
-func initResult() Result {
-	caps := Capabilities{Attach: true, SELinuxRelabel: true, FSGroup: true, RequiresFSResize: false}
+// initResult is init's answer: attachable, no metrics, requiresFSResize
+// when the Director grows disks (cfg.Resize: kubelet then calls expandfs
+// on the node after the controller's expandvolume).
+func initResult(cfg Config) Result {
+	caps := Capabilities{Attach: true, SELinuxRelabel: true, FSGroup: true, RequiresFSResize: cfg.Resize}
 	return Result{Status: StatusSuccess, Capabilities: &caps}
 }

@@ -54,12 +54,14 @@ func run(exe string, args []string, mc MainConfig) (Result, int) {
 	_ = fs.Set("alsologtostderr", "false")
 	_ = fs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(io.Discard)
+	path := ConfigPath(exe)
 	if len(args) > 0 && args[0] == CmdInit {
 		// init needs no config: kubelet and the controller-manager probe
-		// every installed driver, configured or not.
-		return initResult(), 0
+		// every installed driver, configured or not. A config that loads
+		// says whether the Director resizes (requiresFSResize).
+		cfg, _ := LoadConfig(path)
+		return initResult(cfg), 0
 	}
-	path := ConfigPath(exe)
 	cfg, err := LoadConfig(path)
 	if err != nil {
 		r := failure("%v", err)

@@ -26,8 +26,8 @@ import (
 const MountTableFile = "var/lib/cpilab-flex/mounts.json"
 
 // imageMagic starts a disk image the vmroot mkfs formatted. The header is
-// imageHeader bytes: magic, fstype, payload length (decimal), each on its
-// own line; the payload (a tar of the filesystem's files) follows.
+// imageHeader bytes: magic, fstype, payload length and filesystem size in
+// bytes (decimal), each on its own line; the payload (a tar of the filesystem's files) follows.
 const (
 	imageMagic  = "CPILABFS1\n"
 	imageHeader = 4096
@@ -45,7 +45,7 @@ type MountRecord struct {
 
 // VMRoot is a node's filesystem rooted at a cpilab VM root: it implements
 // mount.Interface (recording mounts in the root's MountTableFile) and
-// utilexec.Interface for blkid, mkfs.* and fsck (simulated on the disk's
+// utilexec.Interface for blkid, mkfs.*, fsck, resize2fs and xfs_growfs (simulated on the disk's
 // backing file), so that mount-utils' SafeFormatAndMount runs unchanged.
 type VMRoot struct {
 	Root string // the root directory on the host
@@ -242,7 +242,11 @@ func (v *VMRoot) Unmount(target string) error {
 		if err := tarDir(th, &buf); err != nil {
 			return fmt.Errorf("umount %s: %w", target, err)
 		}
-		if err := writeImage(dev, rec.FSType, buf.Bytes()); err != nil {
+		info, err := readHeader(dev)
+		if err != nil {
+			return fmt.Errorf("umount %s: %w", target, err)
+		}
+		if err := writeImage(dev, rec.FSType, buf.Bytes(), info.size); err != nil {
 			return fmt.Errorf("umount %s: %w", target, err)
 		}
 		if err := os.RemoveAll(th); err != nil {
@@ -313,51 +317,151 @@ func (v *VMRoot) GetMountRefs(pathname string) ([]string, error) {
 	return out, nil
 }
 
-// readImage returns the filesystem type mkfs wrote on the backing file
-// dev ("" when blank) and its payload.
-func readImage(dev string) (string, []byte, error) {
+// imageInfo is a vmroot filesystem's header: its type ("" when the
+// device is blank), the payload's length and the filesystem's size in
+// bytes (what df shows; 0 in images written before sizes were recorded).
+type imageInfo struct {
+	typ    string
+	length int
+	size   int64
+}
+
+// readHeader reads the filesystem header of the backing file dev.
+func readHeader(dev string) (imageInfo, error) {
 	f, err := os.Open(dev)
 	if err != nil {
-		return "", nil, err
+		return imageInfo{}, err
 	}
 	defer f.Close()
 	hdr := make([]byte, imageHeader)
 	n, err := io.ReadFull(f, hdr)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return "", nil, err
+		return imageInfo{}, err
 	}
 	hdr = hdr[:n]
 	if !bytes.HasPrefix(hdr, []byte(imageMagic)) {
-		return "", nil, nil
+		return imageInfo{}, nil
 	}
-	lines := strings.SplitN(string(hdr[len(imageMagic):]), "\n", 3)
+	lines := strings.SplitN(string(hdr[len(imageMagic):]), "\n", 4)
 	if len(lines) < 3 {
-		return "", nil, fmt.Errorf("%s: corrupt filesystem header", dev)
+		return imageInfo{}, fmt.Errorf("%s: corrupt filesystem header", dev)
 	}
-	size, err := strconv.Atoi(lines[1])
-	if err != nil || size < 0 {
-		return "", nil, fmt.Errorf("%s: corrupt filesystem header (length %q)", dev, lines[1])
+	length, err := strconv.Atoi(lines[1])
+	if err != nil || length < 0 {
+		return imageInfo{}, fmt.Errorf("%s: corrupt filesystem header (length %q)", dev, lines[1])
 	}
-	payload := make([]byte, size)
-	if _, err := f.ReadAt(payload, imageHeader); err != nil && size > 0 {
-		return "", nil, fmt.Errorf("%s: reading filesystem: %w", dev, err)
+	info := imageInfo{typ: lines[0], length: length}
+	if len(lines) == 4 {
+		info.size, _ = strconv.ParseInt(lines[2], 10, 64)
 	}
-	return lines[0], payload, nil
+	return info, nil
 }
 
-// writeImage writes a filesystem header and payload on dev, in place.
-func writeImage(dev, fstype string, payload []byte) error {
+// readImage returns the filesystem type mkfs wrote on the backing file
+// dev ("" when blank) and its payload.
+func readImage(dev string) (string, []byte, error) {
+	info, err := readHeader(dev)
+	if err != nil || info.typ == "" {
+		return "", nil, err
+	}
+	f, err := os.Open(dev)
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	payload := make([]byte, info.length)
+	if _, err := f.ReadAt(payload, imageHeader); err != nil && info.length > 0 {
+		return "", nil, fmt.Errorf("%s: reading filesystem: %w", dev, err)
+	}
+	return info.typ, payload, nil
+}
+
+// writeImage writes a filesystem header and payload on dev, in place; the
+// filesystem is size bytes.
+func writeImage(dev, fstype string, payload []byte, size int64) error {
 	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
 	hdr := make([]byte, imageHeader)
-	copy(hdr, fmt.Sprintf("%s%s\n%d\n", imageMagic, fstype, len(payload)))
+	copy(hdr, fmt.Sprintf("%s%s\n%d\n%d\n", imageMagic, fstype, len(payload), size))
 	if _, err := f.WriteAt(append(hdr, payload...), 0); err != nil {
 		_ = f.Close()
 		return err
 	}
 	return errors.Join(f.Sync(), f.Close())
+}
+
+// growHeader sets the filesystem size recorded on dev to the backing
+// file's size (resize2fs, xfs_growfs), leaving the payload in place; it
+// returns the new size.
+func growHeader(dev string) (int64, error) {
+	info, err := readHeader(dev)
+	if err != nil {
+		return 0, err
+	}
+	if info.typ == "" {
+		return 0, fmt.Errorf("%s: no filesystem to grow", dev)
+	}
+	fi, err := os.Stat(dev)
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	hdr := make([]byte, imageHeader)
+	copy(hdr, fmt.Sprintf("%s%s\n%d\n%d\n", imageMagic, info.typ, info.length, fi.Size()))
+	if _, err := f.WriteAt(hdr, 0); err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	return fi.Size(), errors.Join(f.Sync(), f.Close())
+}
+
+// FSSize is the size in bytes of the filesystem mounted on node path
+// target (a device mount, or a bind mount of one), as df shows it.
+func (v *VMRoot) FSSize(target string) (int64, error) {
+	ms, err := v.Mounts()
+	if err != nil {
+		return 0, err
+	}
+	target = path.Clean("/" + target)
+	for range 8 {
+		i := slices.IndexFunc(ms, func(m MountRecord) bool { return m.Target == target })
+		if i < 0 {
+			return 0, fmt.Errorf("df %s: not a mount point", target)
+		}
+		if !ms[i].Bind {
+			dev, err := v.Resolve(ms[i].Source)
+			if err != nil {
+				return 0, fmt.Errorf("df %s: device %s: %w", target, ms[i].Source, err)
+			}
+			info, err := readHeader(dev)
+			if err != nil {
+				return 0, fmt.Errorf("df %s: %w", target, err)
+			}
+			return info.size, nil
+		}
+		target = path.Clean("/" + ms[i].Source)
+	}
+	return 0, fmt.Errorf("df %s: too many bind mounts", target)
+}
+
+// mountedDevice is the backing file of the device mounted on node path
+// target.
+func (v *VMRoot) mountedDevice(target string) (string, error) {
+	ms, err := v.Mounts()
+	if err != nil {
+		return "", err
+	}
+	target = path.Clean("/" + target)
+	i := slices.IndexFunc(ms, func(m MountRecord) bool { return m.Target == target && !m.Bind })
+	if i < 0 {
+		return "", fmt.Errorf("%s is not a mount point", target)
+	}
+	return v.Resolve(ms[i].Source)
 }
 
 func tarDir(dir string, w io.Writer) error {
@@ -446,7 +550,7 @@ func (e vmExec) CommandContext(_ context.Context, cmd string, args ...string) ut
 
 func (e vmExec) LookPath(file string) (string, error) {
 	switch {
-	case file == "blkid", file == "fsck", strings.HasPrefix(file, "mkfs."):
+	case file == "blkid", file == "fsck", file == "resize2fs", file == "xfs_growfs", strings.HasPrefix(file, "mkfs."):
 		return "/sbin/" + file, nil
 	}
 	return "", utilexec.ErrExecutableNotFound
@@ -465,7 +569,14 @@ func (c *vmCmd) run() ([]byte, error) {
 		return nil, &utilexec.CodeExitError{Err: fmt.Errorf("%s: no device", c.name), Code: 1}
 	}
 	dev := c.args[len(c.args)-1]
-	host, err := c.v.Resolve(dev)
+	var host string
+	var err error
+	if c.name == "xfs_growfs" {
+		// xfs_growfs -d <mount point>
+		host, err = c.v.mountedDevice(dev)
+	} else {
+		host, err = c.v.Resolve(dev)
+	}
 	if err != nil {
 		return []byte(err.Error()), &utilexec.CodeExitError{Err: err, Code: 2}
 	}
@@ -480,7 +591,11 @@ func (c *vmCmd) run() ([]byte, error) {
 		}
 		return []byte("DEVNAME=" + dev + "\nTYPE=" + typ + "\n"), nil
 	case strings.HasPrefix(c.name, "mkfs."):
-		if err := writeImage(host, strings.TrimPrefix(c.name, "mkfs."), nil); err != nil {
+		fi, err := os.Stat(host)
+		if err == nil {
+			err = writeImage(host, strings.TrimPrefix(c.name, "mkfs."), nil, fi.Size())
+		}
+		if err != nil {
 			return []byte(err.Error()), &utilexec.CodeExitError{Err: err, Code: 1}
 		}
 		return nil, nil
@@ -489,6 +604,12 @@ func (c *vmCmd) run() ([]byte, error) {
 			return []byte(err.Error()), &utilexec.CodeExitError{Err: err, Code: 4}
 		}
 		return nil, nil
+	case c.name == "resize2fs", c.name == "xfs_growfs":
+		size, err := growHeader(host)
+		if err != nil {
+			return []byte(err.Error()), &utilexec.CodeExitError{Err: err, Code: 1}
+		}
+		return []byte(fmt.Sprintf("The filesystem on %s is now %d bytes long.\n", dev, size)), nil
 	}
 	err = fmt.Errorf("%s: not available on a vmroot node", c.name)
 	return []byte(err.Error()), &utilexec.CodeExitError{Err: err, Code: 127}

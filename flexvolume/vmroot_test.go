@@ -94,3 +94,55 @@ func TestVMRootStaysInsideTheRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestVMRootGrowsAMountedFilesystem: mkfs makes a filesystem the size of
+// the disk; the disk grown under it (the cloud's resize), df still shows
+// the old size until resize2fs (or xfs_growfs on the mount point), and a
+// remount keeps size and data.
+func TestVMRootGrowsAMountedFilesystem(t *testing.T) {
+	for _, fsType := range []string{"ext4", "xfs"} {
+		t.Run(fsType, func(t *testing.T) {
+			v, dev := newDisk(t)
+			sfm := mount.NewSafeFormatAndMount(v, v.Exec())
+			if err := sfm.FormatAndMount(dev, "/mnt/a", fsType, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Mount("/mnt/a", "/pod/vol", "", []string{"bind"}); err != nil {
+				t.Fatal(err)
+			}
+			if size, err := v.FSSize("/pod/vol"); err != nil || size != 1<<20 {
+				t.Fatalf("df after mkfs: %d, %v; want the disk's 1 MiB", size, err)
+			}
+			if err := os.WriteFile(v.Host("/pod/vol/data"), []byte("kept"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(v.Host("/dev/sdc"), 4<<20); err != nil {
+				t.Fatal(err)
+			}
+			if size, _ := v.FSSize("/mnt/a"); size != 1<<20 {
+				t.Fatalf("df after the disk grew, before the filesystem: %d, want 1 MiB", size)
+			}
+			if _, err := mount.NewResizeFs(v.Exec()).Resize(dev, "/mnt/a"); err != nil {
+				t.Fatal(err)
+			}
+			if size, err := v.FSSize("/pod/vol"); err != nil || size != 4<<20 {
+				t.Fatalf("df after the resize: %d, %v; want 4 MiB", size, err)
+			}
+			if err := errors.Join(v.Unmount("/pod/vol"), v.Unmount("/mnt/a")); err != nil {
+				t.Fatal(err)
+			}
+			if err := sfm.FormatAndMount(dev, "/mnt/b", fsType, nil); err != nil {
+				t.Fatal(err)
+			}
+			if size, err := v.FSSize("/mnt/b"); err != nil || size != 4<<20 {
+				t.Fatalf("df after a remount: %d, %v; want 4 MiB", size, err)
+			}
+			if b, err := os.ReadFile(v.Host("/mnt/b/data")); err != nil || string(b) != "kept" {
+				t.Fatalf("data after the resize and a remount: %q, %v", b, err)
+			}
+		})
+	}
+	if _, err := NewVMRoot(t.TempDir()).FSSize("/nowhere"); err == nil {
+		t.Fatal("df of a path that is no mount point succeeded")
+	}
+}

@@ -11,8 +11,10 @@ import (
 
 // flexBinaries are the executables the tests build, by installed name.
 var flexBinaries = map[string]string{
-	"bosh-flexvolume":                        "github.com/cpilab/cpilab/cmd/bosh-flexvolume",
-	"cpilab~reformat-always/reformat-always": "github.com/cpilab/cpilab/fixtures/flexdrivers/cmd/flexdriver",
+	"bosh-flexvolume":                            "github.com/cpilab/cpilab/cmd/bosh-flexvolume",
+	"cpilab~reformat-always/reformat-always":     "github.com/cpilab/cpilab/fixtures/flexdrivers/cmd/flexdriver",
+	"cpilab~no-expansion/no-expansion":           "github.com/cpilab/cpilab/fixtures/flexdrivers/cmd/flexdriver",
+	"cpilab~expandvolume-noop/expandvolume-noop": "github.com/cpilab/cpilab/fixtures/flexdrivers/cmd/flexdriver",
 }
 
 // buildFlex builds the named flexBinaries into a directory of t's.
@@ -54,16 +56,15 @@ func TestCertifyFlexAcceptsTheProjectDriver(t *testing.T) {
 	rep := t.TempDir()
 	junit, js, html := filepath.Join(rep, "r.xml"), filepath.Join(rep, "r.json"), filepath.Join(rep, "r.html")
 	code, out, errs := certifyFlex(t, dir, "--junit-report", junit, "--json-report", js, "--html-report", html)
-	if code != 0 || !strings.Contains(out, "ACCEPTED: 16 passed, 1 not checked") {
+	if code != 0 || !strings.Contains(out, "ACCEPTED: 17 passed, 0 not checked") {
 		t.Fatalf("exit %d; want 0 and ACCEPTED:\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"✔ flex.data.moves:", "✔ flex.fault.director-down:", "– flex.expand:",
-		"Not checked (these are not passes)", "the driver does not expand volumes"} {
+	for _, want := range []string{"✔ flex.data.moves:", "✔ flex.fault.director-down:", "✔ flex.expand:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	for p, want := range map[string]string{junit: "flex.attach.exclusive", js: "flex.attach.exclusive", html: "ACCEPTED"} {
+	for p, want := range map[string]string{junit: "flex.attach.exclusive", js: `"clause": "flex.attach.exclusive"`, html: "ACCEPTED"} {
 		b, err := os.ReadFile(p)
 		if err != nil || !bytes.Contains(b, []byte(want)) {
 			t.Errorf("report %s: %v, or it lacks %q", filepath.Base(p), err, want)
@@ -84,6 +85,26 @@ func TestCertifyFlexRejectsAReformattingDriver(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Expansion: a driver that does not declare it is accepted with the check
+// reported as not checked, and why; one that answers expandvolume without
+// growing the disk is rejected.
+func TestCertifyFlexExpansion(t *testing.T) {
+	dir := buildFlex(t, "cpilab~no-expansion/no-expansion", "cpilab~expandvolume-noop/expandvolume-noop")
+	code, out, errs := certifyFlex(t, dir, "--driver", filepath.Join(dir, "cpilab~no-expansion", "no-expansion"), "--label-filter", "area:install || area:expand")
+	if code != 0 || !strings.Contains(out, "ACCEPTED: 2 passed, 1 not checked") {
+		t.Fatalf("no-expansion: exit %d; want 0 and ACCEPTED with expansion not checked:\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"– flex.expand:", "Not checked (these are not passes)", "the driver does not declare expansion"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no-expansion: output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errs = certifyFlex(t, dir, "--driver", filepath.Join(dir, "cpilab~expandvolume-noop", "expandvolume-noop"), "--label-filter", "area:expand")
+	if code != 1 || !strings.Contains(out, "✘ flex.expand:") || !strings.Contains(out, "were asked") {
+		t.Fatalf("expandvolume-noop: exit %d; want 1 and flex.expand broken:\n%s\n%s", code, out, errs)
 	}
 }
 

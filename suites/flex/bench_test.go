@@ -22,6 +22,7 @@ func BenchmarkDriverCycle(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer s.Close()
 	ctx := context.Background()
 	if err := s.Prepare(ctx); err != nil {
 		b.Fatal(err)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/cpilab/cpilab/flexvolume"
 )
@@ -535,8 +535,8 @@ func checkDataMoves(ctx context.Context, s *Session) error {
 
 func checkDirectorDown(ctx context.Context, s *Session) error {
 	vol := s.volume()
-	s.env.SetDirectorDown(true)
-	defer s.env.SetDirectorDown(false)
+	s.SetDirectorDown(true)
+	defer s.SetDirectorDown(false)
 	down, err := s.call(ctx, s.ctrl, flexvolume.CmdAttach, s.options(vol, nil), s.node(0).Name)
 	if err != nil {
 		return err
@@ -544,7 +544,7 @@ func checkDirectorDown(ctx context.Context, s *Session) error {
 	if down.Result.Status != flexvolume.StatusFailure {
 		return violation(ClauseFaultDirectorDown, &down, "attach with the Director down answered %s", down.Result.Status)
 	}
-	s.env.SetDirectorDown(false)
+	s.SetDirectorDown(false)
 	a, err := s.must(ctx, ClauseFaultDirectorDown, s.ctrl, flexvolume.CmdAttach, s.options(vol, nil), s.node(0).Name)
 	if err != nil {
 		return err
@@ -553,7 +553,7 @@ func checkDirectorDown(ctx context.Context, s *Session) error {
 	if err != nil {
 		return err
 	}
-	s.env.SetDirectorDown(true)
+	s.SetDirectorDown(true)
 	dd, err := s.call(ctx, s.ctrl, flexvolume.CmdDetach, vol, s.node(0).Name)
 	if err != nil {
 		return err
@@ -561,7 +561,7 @@ func checkDirectorDown(ctx context.Context, s *Session) error {
 	if dd.Result.Status != flexvolume.StatusFailure {
 		return violation(ClauseFaultDirectorDown, &dd, "detach with the Director down answered %s (the disk is still attached)", dd.Result.Status)
 	}
-	s.env.SetDirectorDown(false)
+	s.SetDirectorDown(false)
 	d, err := s.must(ctx, ClauseFaultDirectorDown, s.ctrl, flexvolume.CmdDetach, vol, s.node(0).Name)
 	if err != nil {
 		return err
@@ -574,7 +574,10 @@ func checkDirectorDown(ctx context.Context, s *Session) error {
 
 func checkTaskFailed(ctx context.Context, s *Session) error {
 	vol := s.volume()
-	before := s.attachedCount()
+	before, err := s.attachedCount(ctx)
+	if err != nil {
+		return err
+	}
 	call, err := s.call(ctx, s.ctrl, flexvolume.CmdAttach, s.options(vol, map[string]string{"diskPool": "cpilab-no-such-pool"}), s.node(0).Name)
 	if err != nil {
 		return err
@@ -582,30 +585,40 @@ func checkTaskFailed(ctx context.Context, s *Session) error {
 	if call.Result.Status != flexvolume.StatusFailure {
 		return violation(ClauseFaultTaskFailed, &call, "attach from an unknown disk pool answered %s", call.Result.Status)
 	}
-	if after := s.attachedCount(); after != before {
+	after, err := s.attachedCount(ctx)
+	if err != nil {
+		return err
+	}
+	if after != before {
 		return violation(ClauseFaultTaskFailed, &call, "the failed attach left %d disks attached in the cloud, %d before", after, before)
 	}
 	return nil
 }
 
-// attachedCount counts disks attached to the nodes' VMs.
-func (s *Session) attachedCount() int {
-	imgs, _ := filepath.Glob(filepath.Join(s.env.CloudDir, "disks", "*.img"))
+// attachedCount counts disks attached to the nodes' VMs: every disk of
+// the cloud, or with Config.SharedEnv the session's (as the Director
+// names them).
+func (s *Session) attachedCount(ctx context.Context) (int, error) {
+	var cids []string
+	if s.cfg.SharedEnv {
+		disks, err := s.env.Admin.DynamicDisks(ctx)
+		if err != nil {
+			return 0, violation(ClauseSetup, nil, "listing the Director's dynamic disks: %v", err)
+		}
+		for _, d := range disks {
+			if s.owns(d.Name) && d.CID != "" {
+				cids = append(cids, d.CID)
+			}
+		}
+	} else {
+		imgs, _ := filepath.Glob(filepath.Join(s.env.CloudDir, "disks", "*.img"))
+		for _, img := range imgs {
+			cids = append(cids, strings.TrimSuffix(filepath.Base(img), ".img"))
+		}
+	}
 	n := 0
-	for _, img := range imgs {
-		n += len(s.attachedTo(filepath.Base(img[:len(img)-len(".img")])))
+	for _, cid := range cids {
+		n += len(s.attachedTo(cid))
 	}
-	return n
-}
-
-func checkExpand(ctx context.Context, s *Session) error {
-	vol := s.volume()
-	call, err := s.call(ctx, s.ctrl, flexvolume.CmdExpandVolume, s.options(vol, nil), s.deviceMountPath(vol), "33554432", "16777216")
-	if err != nil {
-		return err
-	}
-	if call.Result.Status == flexvolume.StatusNotSupported {
-		return &NotChecked{Reason: "the driver does not expand volumes (expandvolume: Not supported)"}
-	}
-	return &NotChecked{Reason: fmt.Sprintf("expansion checks need a Director that resizes dynamic disks (expandvolume answered %s)", call.Result.Status)}
+	return n, nil
 }

@@ -1,7 +1,7 @@
 package flex
 
-// Clause ids of the FlexVolume driver contract; docs/contracts-flex.md
-// holds each id's text and why it matters. A spec's It text starts with
+// Clause ids of the FlexVolume driver contract; the final section of
+// docs/contracts.md, "FlexVolume drivers", holds each id's text. A spec's It text starts with
 // its clause id, and every failure names the clause that broke.
 const (
 	ClauseInstall            = "flex.install.probe"
@@ -30,7 +30,7 @@ const (
 )
 
 // ClauseTitles are the clauses' one-line statements, as
-// docs/contracts-flex.md gives them.
+// docs/contracts.md's FlexVolume section gives them.
 var ClauseTitles = map[string]string{
 	ClauseInstall:            "installed atomically as <plugindir>/<vendor~driver>/<driver> (dot directory, then rename), the prober finds it and init runs from there with any working directory",
 	ClauseInitCapabilities:   "init → Success, exit 0, capabilities with an explicit attach and only keys kubelet knows; the same answer every time",
@@ -53,6 +53,6 @@ var ClauseTitles = map[string]string{
 	ClauseFaultDirectorDown:  "with the Director down, attach and detach → Failure with a message and a non-zero exit; once it is back, a retry converges",
 	ClauseFaultTaskFailed:    "a Director task that fails (unknown disk pool) → Failure with a message; nothing is attached",
 	ClauseMountRacesDetach:   "a detach while mountdevice is in progress leaves the node consistent: never Success from mountdevice, nor a mount, on a disk detached under it",
-	ClauseExpand:             "expandvolume and expandfs, when supported, grow the volume and report sizes in bytes",
+	ClauseExpand:             "expansion, when declared: after expandvolume the cloud disk has the new size, after expandfs the filesystem on the node does, data kept, both idempotent",
 	ClauseSetup:              "(harness) the suite can install the driver and reach the Director",
 }

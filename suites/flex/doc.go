@@ -1,8 +1,8 @@
 // Package flex certifies Kubernetes FlexVolume drivers: it installs a
 // driver on the nodes of a BOSH world (an embedded reference Director,
 // agents and the fake cloud, StartEnv) and calls it as kubelet and the
-// attach/detach controller do, checking the clauses of
-// docs/contracts-flex.md against the fake cloud's oracle.
+// attach/detach controller do, checking the clauses of the FlexVolume
+// section of docs/contracts.md against the fake cloud's oracle.
 //
 // As a Ginkgo suite (what `cpilab certify-flex` runs):
 //
@@ -14,5 +14,6 @@
 //	env, _ := flex.StartEnv(ctx, flex.EnvConfig{Dir: dir})
 //	defer env.Close()
 //	s, _ := flex.NewSession(flex.Config{Driver: exe, WorkDir: work}, env)
+//	defer s.Close()
 //	for _, o := range s.RunAll(ctx) { … o.Violation … }
 package flex

@@ -40,7 +40,7 @@ func (s *Session) RunCheck(ctx context.Context, c Check) Outcome {
 	case err != nil:
 		o.Err = err
 	}
-	s.env.SetDirectorDown(false)
+	s.SetDirectorDown(false)
 	if cerr := s.Cleanup(ctx); cerr != nil && o.Err == nil && o.Violation == nil {
 		o.Err = cerr
 	}

@@ -17,13 +17,15 @@ import (
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
 )
 
-// Env is the BOSH world a driver is certified against: a Director behind a
-// gate the suite can close (Director down), a deployment whose instances
-// are the Kubernetes nodes, and the fake cloud's data dir (the oracle).
+// Env is the BOSH world drivers are certified against: one Director, a
+// deployment whose instances are the Kubernetes nodes, and the fake
+// cloud's data dir (the oracle). Each Session reaches the Director through
+// a gate of its own (NewGate), so that one session's Director-down fault
+// is no other's and sessions can run at the same time.
 type Env struct {
-	// URL is the Director as the driver reaches it: through the gate.
-	URL       string
-	CACertPEM []byte
+	// DirectorURL is the Director itself; drivers reach it through a gate.
+	DirectorURL string
+	CACertPEM   []byte
 	// Client and Secret hold the dynamic disk scopes only.
 	Client, Secret string
 	// DiskPool is the disk_pool_name volumes are provided from.
@@ -35,8 +37,10 @@ type Env struct {
 	CloudDir string
 	// Admin talks to the Director directly with bosh.admin.
 	Admin *director.Client
+	// Resize says the Director grows dynamic disks (POST
+	// /dynamic_disks/:name/resize); the embedded one does.
+	Resize bool
 
-	gate *Gate
 	stop func()
 }
 
@@ -48,8 +52,10 @@ type EnvNode struct {
 	Root       string
 }
 
-// SetDirectorDown opens or closes the gate in front of the Director.
-func (e *Env) SetDirectorDown(down bool) { e.gate.down.Store(down) }
+// NewGate opens a gate of its own in front of the Director: while it is
+// down, the Director is down for whoever reaches it through the gate, and
+// for no one else. Close it when done.
+func (e *Env) NewGate() (*Gate, error) { return newGate(e.DirectorURL) }
 
 // Close stops everything StartEnv started.
 func (e *Env) Close() {
@@ -114,7 +120,7 @@ func StartEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
 				{Name: "flex", Password: "flex", Scopes: director.DiskScopes},
 			}})
 	}()
-	e := &Env{Client: "flex", Secret: "flex", DiskPool: "dynamic", CloudDir: filepath.Join(dataDir, "fakeiaas")}
+	e := &Env{Client: "flex", Secret: "flex", DiskPool: "dynamic", CloudDir: filepath.Join(dataDir, "fakeiaas"), Resize: true}
 	var info launch.Info
 	select {
 	case info = <-ready:
@@ -126,16 +132,9 @@ func StartEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
 		<-done
 		return nil, ctx.Err()
 	}
-	gate, err := newGate(info.URL)
-	if err != nil {
-		cancel()
-		<-done
-		return nil, err
-	}
-	e.gate = gate
-	e.stop = func() { gate.Close(); cancel(); <-done }
-	e.URL, e.CACertPEM = gate.URL, info.CACertPEM
-	fmt.Fprintf(cfg.Out, "embedded reference director at %s (the driver reaches it at %s)\n", info.URL, gate.URL)
+	e.stop = func() { cancel(); <-done }
+	e.DirectorURL, e.CACertPEM = info.URL, info.CACertPEM
+	fmt.Fprintf(cfg.Out, "embedded reference director at %s (each driver session reaches it through a gate of its own)\n", info.URL)
 	if err := e.deploy(ctx, info, stemcell, cfg.Nodes); err != nil {
 		e.Close()
 		return nil, err
@@ -179,7 +178,8 @@ func (e *Env) deploy(ctx context.Context, info launch.Info, stemcell string, n i
 }
 
 // Gate is a TCP proxy in front of the Director; while down it accepts and
-// at once closes every connection, as a Director that is not there.
+// at once closes every new connection, as a Director that is not there
+// (each call-out is a process of its own, with connections of its own).
 type Gate struct {
 	URL  string
 	ln   net.Listener
@@ -239,6 +239,9 @@ func closeWrite(c net.Conn) {
 		_ = tc.CloseWrite()
 	}
 }
+
+// SetDown closes (true) or opens (false) the gate.
+func (g *Gate) SetDown(down bool) { g.down.Store(down) }
 
 // Close stops the gate.
 func (g *Gate) Close() {

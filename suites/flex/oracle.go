@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cpilab/cpilab/flexvolume"
@@ -71,8 +72,21 @@ func (s *Session) mountsOn(n EnvNode) ([]flexvolume.MountRecord, error) {
 // hostPath is node path p on node n.
 func hostPath(n EnvNode, p string) string { return flexvolume.NewVMRoot(n.Root).Host(p) }
 
-// Cleanup detaches every dynamic disk the Director has attached, as admin,
-// so that one check's leftovers (a buggy driver's) do not decide the next.
+// owns reports whether the dynamic disk named name is this session's: any
+// disk when the session has the Env to itself, else a disk named as the
+// project's driver names one of the session's volumes.
+func (s *Session) owns(name string) bool {
+	if !s.cfg.SharedEnv {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.vols, func(v string) bool { return flexvolume.DiskName(v) == name })
+}
+
+// Cleanup detaches the session's dynamic disks the Director has attached
+// (every one unless Config.SharedEnv), as admin, so that one check's
+// leftovers (a buggy driver's) do not decide the next.
 func (s *Session) Cleanup(ctx context.Context) error {
 	if s.cfg.Backend != BackendBOSH {
 		return nil
@@ -82,7 +96,7 @@ func (s *Session) Cleanup(ctx context.Context) error {
 		return err
 	}
 	for _, d := range disks {
-		if d.InstanceName() != "" {
+		if d.InstanceName() != "" && s.owns(d.Name) {
 			if err := s.env.Admin.DetachDynamicDisk(ctx, d.Name); err != nil {
 				return fmt.Errorf("clean-up: detach %s: %w", d.Name, err)
 			}

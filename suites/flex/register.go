@@ -65,12 +65,14 @@ func Register(rc *RunConfig) bool {
 			if s, err = NewSession(cfg, rc.Env); err != nil {
 				failWith(ClauseSetup, nil, "%v", err)
 			}
+			DeferCleanup(s.Close)
 			if err := s.Prepare(ctx); err != nil {
 				report(err)
 			}
 		})
 		for _, c := range Checks() {
 			It(c.Clause+": "+ClauseTitles[c.Clause], Label("row:flexvolume", "area:"+clauseArea[c.Clause], "clause:"+c.Clause), func(ctx SpecContext) {
+				AddReportEntry(suites.EntryClause, c.Clause, ReportEntryVisibilityNever)
 				o := s.RunCheck(ctx, c)
 				switch {
 				case o.Skip != nil:

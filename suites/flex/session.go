@@ -51,6 +51,14 @@ type Config struct {
 	// kubelet does (it fails the call either way). Default false: the
 	// FlexVolume doc's rule, Failure exits non-zero.
 	LenientExit bool
+	// SharedEnv says other sessions use the Env at the same time: the
+	// clean-up after each check detaches only this session's volumes, and
+	// counts of the cloud's attachments count only them (a volume's disk
+	// is recognised by the name the project's driver gives it,
+	// flexvolume.DiskName). Default false: the session has the Env to
+	// itself and the clean-up detaches every dynamic disk, whatever a
+	// driver named it.
+	SharedEnv bool
 }
 
 // Violation is one broken clause.
@@ -100,6 +108,7 @@ func violation(clause string, c *flexvolume.Call, format string, a ...any) *Viol
 type Session struct {
 	cfg     Config
 	env     *Env
+	gate    *Gate  // this session's way to the Director
 	driver  string // vendor/driver
 	exeName string
 	ctrl    *flexvolume.Caller
@@ -110,6 +119,7 @@ type Session struct {
 
 	mu      sync.Mutex
 	seq     int
+	vols    []string                             // volume names handed out
 	history map[string]map[flexvolume.Status]int // call-out → statuses seen
 }
 
@@ -151,6 +161,9 @@ func NewSession(cfg Config, env *Env) (*Session, error) {
 	s := &Session{cfg: cfg, env: env, driver: strings.ReplaceAll(cfg.PluginName, "~", "/"),
 		exeName: cfg.PluginName[strings.LastIndex(cfg.PluginName, "~")+1:], kubelet: map[string]*flexvolume.Caller{},
 		dirs: map[string]string{}, history: map[string]map[flexvolume.Status]int{}}
+	if s.gate, err = env.NewGate(); err != nil {
+		return nil, err
+	}
 	hosts := []string{"controller"}
 	for _, n := range env.Nodes {
 		hosts = append(hosts, n.Name)
@@ -159,6 +172,7 @@ func NewSession(cfg Config, env *Env) (*Session, error) {
 		pluginDir := filepath.Join(cfg.WorkDir, h, "volume-plugins")
 		exe, err := s.install(pluginDir, h)
 		if err != nil {
+			s.Close()
 			return nil, err
 		}
 		s.dirs[h] = pluginDir
@@ -171,6 +185,13 @@ func NewSession(cfg Config, env *Env) (*Session, error) {
 	}
 	return s, nil
 }
+
+// Close closes the session's gate to the Director.
+func (s *Session) Close() { s.gate.Close() }
+
+// SetDirectorDown closes (true) or opens the session's gate: the Director
+// is down for this session's driver, for no other.
+func (s *Session) SetDirectorDown(down bool) { s.gate.SetDown(down) }
 
 // install copies the driver into pluginDir as the recommended DaemonSet
 // does: into a dot directory, then one rename; it writes the driver's
@@ -188,7 +209,7 @@ func (s *Session) install(pluginDir, host string) (string, error) {
 	if err := os.WriteFile(filepath.Join(tmp, s.exeName), b, 0o755); err != nil {
 		return "", err
 	}
-	if err := s.writeDriverConfig(filepath.Join(tmp, flexvolume.ConfigFileName), host, s.env.URL); err != nil {
+	if err := s.writeDriverConfig(filepath.Join(tmp, flexvolume.ConfigFileName), host, s.gate.URL); err != nil {
 		return "", err
 	}
 	_ = os.RemoveAll(final)
@@ -199,8 +220,8 @@ func (s *Session) install(pluginDir, host string) (string, error) {
 }
 
 // writeDriverConfig writes the config the project's driver (and the
-// catalog's drivers) read: the Director through the gate, the nodes, the
-// vmroot mounter.
+// catalog's drivers) read: the Director through the session's gate, the
+// nodes, the vmroot mounter.
 func (s *Session) writeDriverConfig(path, host, url string) error {
 	node := host
 	if host == "controller" {
@@ -210,7 +231,7 @@ func (s *Session) writeDriverConfig(path, host, url string) error {
 		Director: flexvolume.DirectorConfig{URL: url, CACert: string(s.env.CACertPEM), Client: s.env.Client, ClientSecret: s.env.Secret},
 		Nodes:    map[string]flexvolume.Node{}, Node: node, DiskPool: s.env.DiskPool, DiskSizeMiB: 16,
 		Mounter: flexvolume.MounterVMRoot, LogFile: filepath.Join(filepath.Dir(filepath.Dir(path)), host+"-"+s.exeName+".log"),
-		TaskTimeoutSeconds: int(s.cfg.CallTimeout / time.Second), AttachWaitSeconds: 10,
+		TaskTimeoutSeconds: int(s.cfg.CallTimeout / time.Second), AttachWaitSeconds: 10, Resize: s.env.Resize,
 	}
 	for _, n := range s.env.Nodes {
 		cfg.Nodes[n.Name] = flexvolume.Node{InstanceID: n.InstanceID, Root: n.Root}
@@ -230,7 +251,9 @@ func (s *Session) volume() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	return fmt.Sprintf("%s-%d", s.cfg.Tag, s.seq)
+	v := fmt.Sprintf("%s-%d", s.cfg.Tag, s.seq)
+	s.vols = append(s.vols, v)
+	return v
 }
 
 // options are the JSON options kubelet passes for vol (with extra keys).
