@@ -13,16 +13,17 @@ import (
 // halt hooks need (package agent/boothook adapts fakeiaas.VMHooks to it).
 // It is safe for concurrent use.
 //
-// Lock order: Fleet.mu is a leaf; it is never held across Start or Stop of
-// an agent.
+// Lock order: a VM's boot lock, then Fleet.mu; Fleet.mu is never held
+// across Start or Stop of an agent.
 type Fleet struct {
 	r       rt.Runtime
 	pending *rt.Group // boots retrying in the background
 
 	mu     rt.Mutex
-	agents map[string]*Agent // guarded by mu; by VM CID
-	gen    map[string]int    // guarded by mu; by VM CID: bumped by every Boot, Start and Halt
-	errs   map[string]error  // guarded by mu; by VM CID: why the agent is not running
+	agents map[string]*Agent   // guarded by mu; by VM CID
+	gen    map[string]int      // guarded by mu; by VM CID: bumped by every Boot, Start and Halt
+	errs   map[string]error    // guarded by mu; by VM CID: why the agent is not running
+	boots  map[string]rt.Mutex // guarded by mu; by VM CID: held by an attempt while it starts an agent
 }
 
 // BootOptions tune Fleet.Start. Zero fields take the defaults.
@@ -53,7 +54,7 @@ func NewFleet(r rt.Runtime) *Fleet {
 		r = rt.Real(0)
 	}
 	return &Fleet{r: r, pending: rt.NewGroup(r), mu: r.NewMutex(),
-		agents: map[string]*Agent{}, gen: map[string]int{}, errs: map[string]error{}}
+		agents: map[string]*Agent{}, gen: map[string]int{}, errs: map[string]error{}, boots: map[string]rt.Mutex{}}
 }
 
 // Boot starts an agent for cfg.VMCID now, first stopping the one already
@@ -98,6 +99,12 @@ func (f *Fleet) Start(cfg Config, opts BootOptions) {
 // attempt starts the agent unless the VM was halted or booted again since
 // generation gen, and records the outcome.
 func (f *Fleet) attempt(cfg Config, gen int) error {
+	boot := f.bootLock(cfg.VMCID)
+	boot.Lock()
+	defer boot.Unlock()
+	if !f.current(cfg.VMCID, gen) { // halted or booted again before this attempt began
+		return nil
+	}
 	a, err := Start(cfg)
 	f.mu.Lock()
 	if f.gen[cfg.VMCID] != gen { // halted or booted again meanwhile
@@ -144,9 +151,28 @@ func (f *Fleet) current(vmCID string, gen int) bool {
 	return f.gen[vmCID] == gen
 }
 
-// Halt stops the VM's agent, if any, and any boot still retrying. Its
+// Halt stops the VM's agent, if any, and any boot still retrying, and
+// waits for an agent that was starting to stop, so that nothing writes into
+// the VM's root once Halt returns (the cloud deletes it after a halt). Its
 // state on disk stays.
-func (f *Fleet) Halt(vmCID string) { f.bump(vmCID) }
+func (f *Fleet) Halt(vmCID string) {
+	f.bump(vmCID)
+	boot := f.bootLock(vmCID)
+	boot.Lock()
+	boot.Unlock() //nolint:staticcheck // an empty critical section: waiting for the attempt in flight
+}
+
+// bootLock is vmCID's boot lock.
+func (f *Fleet) bootLock(vmCID string) rt.Mutex {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.boots[vmCID]
+	if !ok {
+		m = f.r.NewMutex()
+		f.boots[vmCID] = m
+	}
+	return m
+}
 
 // Agent returns the VM's running agent, or nil.
 func (f *Fleet) Agent(vmCID string) *Agent {

@@ -77,3 +77,39 @@ func TestFleetStartGivesUpAfterTimeout(t *testing.T) {
 		t.Fatalf("LastError = %v, want the last settings failure", err)
 	}
 }
+
+// Halt waits for a boot in flight: once it returns, the agent that was
+// starting has been stopped, so nothing of it writes into the VM's root,
+// which the cloud deletes right after a halt (delete_vm).
+func TestFleetHaltWaitsForABootInFlight(t *testing.T) {
+	e := newEnv(t)
+	v := newVMRoot(t, "vm-1")
+	cfg := e.config(v, "agent-1")
+	entered, release := e.settings.holdRequests()
+	f := agent.NewFleet(e.r)
+	defer f.StopAll()
+
+	booted := make(chan error, 1)
+	go func() { booted <- f.Boot(cfg) }()
+	<-entered // the agent is starting: it waits for its settings
+	halted := make(chan struct{})
+	go func() {
+		f.Halt("vm-1")
+		close(halted)
+	}()
+	select {
+	case <-halted:
+		release()
+		t.Fatal("Halt returned while the VM's agent was still starting")
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	<-halted
+	<-booted
+	if f.Agent("vm-1") != nil {
+		t.Fatal("the agent that was starting runs after Halt")
+	}
+	if err := e.client.Ping("agent-1"); err == nil {
+		t.Fatal("a halted VM's agent answers ping")
+	}
+}

@@ -106,6 +106,8 @@ type settingsServer struct {
 	userData map[string]string // vm cid → user-data JSON
 	hits     map[string]int    // "registry" / "metadata" → count
 	down     bool
+	hold     chan struct{} // when set, requests wait for it to close
+	entered  chan struct{} // told (without blocking) that a request waits
 }
 
 func newSettingsServer(t testing.TB) *settingsServer {
@@ -116,6 +118,16 @@ func newSettingsServer(t testing.TB) *settingsServer {
 }
 
 func (s *settingsServer) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	hold, entered := s.hold, s.entered
+	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-hold
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
@@ -162,6 +174,21 @@ func (s *settingsServer) setUserData(vmCID string, v any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.userData[vmCID] = string(b)
+}
+
+// holdRequests makes every settings request wait until release is called;
+// entered receives once a request waits.
+func (s *settingsServer) holdRequests() (entered <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold, s.entered = make(chan struct{}), make(chan struct{}, 1)
+	hold := s.hold
+	return s.entered, func() {
+		s.mu.Lock()
+		s.hold = nil
+		s.mu.Unlock()
+		close(hold)
+	}
 }
 
 func (s *settingsServer) setDown(down bool) {
