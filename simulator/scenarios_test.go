@@ -5,9 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"flag"
 	"github.com/cpilab/cpilab/simulator"
 	"github.com/cpilab/cpilab/simulator/scenario"
 )
+
+// rewrite: go test -run … -args -rewrite replaces the expected output in
+// the scenario files with the actual output.
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in scenario files with the actual output")
 
 const scenarioDir = "../fixtures/scenarios"
 
@@ -27,7 +32,7 @@ func TestScenarios(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
 			st := &simulator.ScenarioState{}
-			scenario.RunTest(t, f, reg, func() *simulator.ScenarioState { return st })
+			scenario.RunTest(t, f, reg, func() *simulator.ScenarioState { return st }, *rewrite)
 			letter, ok := strings.CutPrefix(strings.TrimSuffix(filepath.Base(f), ".txt"), "race-")
 			if !ok {
 				return

@@ -2,8 +2,8 @@
 // datadriven tests: a text file, one command per line with its
 // arguments, each followed by its expected output. A registry maps command
 // names to handlers; a handler acts on a state shared by the file's commands
-// and returns the command's output. The -rewrite test flag replaces the
-// expected outputs with the actual ones.
+// and returns the command's output. A test's own -rewrite flag, passed to
+// RunTest, replaces the expected outputs with the actual ones.
 //
 // A file:
 //
@@ -23,11 +23,13 @@
 //		vm, err := c.Value("vm")
 //		…
 //	})
+//	var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs")
+//
 //	func TestScenarios(t *testing.T) {
 //		files, _ := scenario.Files("testdata")
 //		for _, f := range files {
 //			t.Run(filepath.Base(f), func(t *testing.T) {
-//				scenario.RunTest(t, f, reg, newWorld)
+//				scenario.RunTest(t, f, reg, newWorld, *rewrite)
 //			})
 //		}
 //	}

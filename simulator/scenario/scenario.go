@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"time"
 )
-
-var rewriteFlag = flag.Bool("rewrite", false, "rewrite the expected output in scenario files with the actual output")
 
 // Separator divides a command (and its input) from its expected output.
 const Separator = "----"
@@ -324,11 +321,12 @@ type TB interface {
 
 // RunTest runs the file at path as a test: each mismatch is a test error
 // naming the command and both outputs; an unreadable file or unknown command
-// is fatal. With the -rewrite flag (go test ./... -args -rewrite) it
-// rewrites the file instead. newState makes the state the commands share.
-func RunTest[S any](t TB, path string, r *Registry[S], newState func() S) {
+// is fatal. With rewrite it rewrites the file instead (a test passes its own
+// -rewrite flag: go test ./... -args -rewrite). newState makes the state the
+// commands share.
+func RunTest[S any](t TB, path string, r *Registry[S], newState func() S, rewrite bool) {
 	t.Helper()
-	rep, err := Run(path, r, newState(), Options{Rewrite: *rewriteFlag})
+	rep, err := Run(path, r, newState(), Options{Rewrite: rewrite})
 	if err != nil {
 		t.Fatalf("scenario %s: %v", path, err)
 		return

@@ -9,8 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"flag"
 	"github.com/cpilab/cpilab/simulator/scenario"
 )
+
+// rewrite: go test -run … -args -rewrite replaces the expected output in
+// the scenario files with the actual output.
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in scenario files with the actual output")
 
 type stack struct{ vals []int }
 
@@ -93,7 +98,7 @@ func toy() *scenario.Registry[*stack] {
 func newStack() *stack { return &stack{} }
 
 func TestToyScenarioPasses(t *testing.T) {
-	scenario.RunTest(t, filepath.Join("testdata", "toy.txt"), toy(), newStack)
+	scenario.RunTest(t, filepath.Join("testdata", "toy.txt"), toy(), newStack, *rewrite)
 }
 
 // recorder is a scenario.TB that records instead of failing.
@@ -115,7 +120,7 @@ func writeFile(t *testing.T, text string) string {
 func TestMismatchIsReportedWithBothOutputs(t *testing.T) {
 	p := writeFile(t, "push v=1\n----\n1\n\npush v=2\n----\n1 3\n\npop\n----\n2\n")
 	var rec recorder
-	scenario.RunTest(&rec, p, toy(), newStack)
+	scenario.RunTest(&rec, p, toy(), newStack, *rewrite)
 	if len(rec.fatals) != 0 || len(rec.errors) != 1 {
 		t.Fatalf("errors %q, fatals %q; want exactly one error", rec.errors, rec.fatals)
 	}
@@ -172,7 +177,7 @@ func TestUnknownCommandAndBadFilesAreErrors(t *testing.T) {
 		t.Fatalf("a panicking handler gave %v; want ErrHandlerPanicked at s.txt:1", err)
 	}
 	var rec recorder
-	scenario.RunTest(&rec, p, toy(), newStack)
+	scenario.RunTest(&rec, p, toy(), newStack, *rewrite)
 	if len(rec.fatals) != 1 {
 		t.Fatalf("RunTest on an unknown command: fatals %q", rec.fatals)
 	}

@@ -9,9 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"flag"
 	"github.com/cpilab/cpilab/simulator/scenario"
 	"github.com/cpilab/cpilab/storage"
 )
+
+// rewrite: go test -run … -args -rewrite replaces the expected output in
+// the scenario files with the actual output.
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in scenario files with the actual output")
 
 func TestScenarioRoundTrip(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 11, 16} {
@@ -90,7 +95,7 @@ func TestScenarioFiles(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			scenario.RunTest(t, f, Registry(), func() *State { return &State{} })
+			scenario.RunTest(t, f, Registry(), func() *State { return &State{} }, *rewrite)
 		})
 	}
 }
