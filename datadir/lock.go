@@ -24,6 +24,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cpilab/cpilab/internal/flock"
 )
 
 // LockFile is the lock's file name inside the data dir.
@@ -83,7 +85,7 @@ func Acquire(dir, owner string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("datadir: opening the lock of %s: %w", abs, err)
 	}
-	held, err := tryLock(f)
+	held, err := flock.TryLock(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("datadir: locking %s: %w", path, err)
@@ -123,7 +125,7 @@ func (l *Lock) Release() error {
 		return nil
 	}
 	_ = l.f.Truncate(0)
-	err := unlock(l.f)
+	err := flock.Unlock(l.f)
 	if cerr := l.f.Close(); err == nil {
 		err = cerr
 	}

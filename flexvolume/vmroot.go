@@ -15,8 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
+	"github.com/cpilab/cpilab/internal/flock"
 	mount "k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 )
@@ -87,19 +87,7 @@ func (v *VMRoot) Resolve(p string) (string, error) {
 
 // lock takes the root's mount-table lock (an flock, across processes).
 func (v *VMRoot) lock() (func(), error) {
-	p := v.Host(MountTableFile + ".lock")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return func() { _ = f.Close() }, nil
+	return flock.Lock(v.Host(MountTableFile + ".lock"))
 }
 
 // Mounts reads the mount table.

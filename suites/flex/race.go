@@ -2,13 +2,11 @@ package flex
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/cpilab/cpilab/flexvolume"
+	"github.com/cpilab/cpilab/internal/flock"
 )
 
 // mountStall is how long the check lets mountdevice run into the held
@@ -18,19 +16,7 @@ const mountStall = 300 * time.Millisecond
 // holdMountTable takes the vmroot mount table's lock of node n, as a mount
 // that does not finish: a vmroot driver's mountdevice blocks on it.
 func holdMountTable(n EnvNode) (func(), error) {
-	p := hostPath(n, flexvolume.MountTableFile+".lock")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return func() { _ = f.Close() }, nil
+	return flock.Lock(hostPath(n, flexvolume.MountTableFile+".lock"))
 }
 
 // checkMountRacesDetach: mountdevice is held in its mount while the
