@@ -383,12 +383,27 @@ func TestCloseEndsWaitingCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The agent's inbox sees the request once the call is registered as
+	// waiting (Send records it before publishing).
+	sent := make(chan struct{}, 1)
+	if _, err := m.Subscribe(mbus.AgentSubject("silent-agent"), func(string, []byte) {
+		select {
+		case sent <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Send("silent-agent", "ping")
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // the call is waiting
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the agent's subject")
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
