@@ -279,20 +279,32 @@ func TestUnknownResolverIsIdentity(t *testing.T) {
 	}
 }
 
-// The device appears while the resolver polls (a slow attach).
+// The device appears while the resolver polls (a slow attach): on the
+// simulator's virtual clock the attach lands 2 s into virtio's wait, and
+// the resolver finds it at its next poll, long before the time-out.
 func TestResolverWaitsForDevice(t *testing.T) {
 	v := newVMRoot(t, "vm-1")
 	cid := "disk-0123456789abcdef0123456789"
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		time.Sleep(60 * time.Millisecond)
-		v.attach(t, cid, 'c', "sd", 1)
-	}()
-	got, err := resolver(t, agent.ResolverVirtio, v.root).Resolve(agent.DiskSettings{ID: cid, Path: "/dev/sdc"})
-	<-done // the layout may still be finishing after the link resolved; the root must outlive it
+	const attachAt = 2 * time.Second
+	var got string
+	var err error
+	res := simrt.Run(simrt.Config{Seed: 1, MaxTime: time.Hour}, func(sim *simrt.Sim) {
+		sim.Go("slow attach", func() {
+			sim.Sleep(attachAt)
+			v.attach(t, cid, 'c', "sd", 1)
+		})
+		r, nerr := agent.NewResolver(agent.ResolverConfig{Type: agent.ResolverVirtio, Root: v.root, Runtime: sim})
+		if nerr != nil {
+			err = nerr
+			return
+		}
+		got, err = r.Resolve(agent.DiskSettings{ID: cid, Path: "/dev/sdc"})
+	})
 	if err != nil || got != "/dev/sdc" {
 		t.Fatalf("resolve of a device that appears late: %q, %v", got, err)
+	}
+	if res.Elapsed < attachAt || res.Elapsed > attachAt+2*time.Second {
+		t.Errorf("resolved after %s (virtual), want soon after the attach at %s", res.Elapsed, attachAt)
 	}
 }
 

@@ -48,6 +48,32 @@ func TestCtrlCEndsCertifyAsInterrupted(t *testing.T) {
 	}
 }
 
+// waitForCloudObjects waits until a fakeiaas data dir under tmp holds a VM
+// and a disk (vms/<cid> and disks/<cid>.img), polling the file system.
+func waitForCloudObjects(tmp string, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		vms, disks := false, false
+		_ = filepath.WalkDir(tmp, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			switch filepath.Base(filepath.Dir(p)) {
+			case "vms":
+				vms = vms || d.IsDir()
+			case "disks":
+				disks = disks || strings.HasSuffix(p, ".img")
+			}
+			return nil
+		})
+		if vms && disks {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
 func interruptCertify(t *testing.T, dir string, group bool, sig syscall.Signal) {
 	tmp := t.TempDir()
 	cmd := certifyCmd(t, dir, tmp, "--json-report", filepath.Join(t.TempDir(), "r.json"))
@@ -82,7 +108,12 @@ func interruptCertify(t *testing.T, dir string, group bool, sig syscall.Signal) 
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		t.Fatal("certify did not start its specs within 60 s")
 	}
-	time.Sleep(1500 * time.Millisecond) // let specs create VMs and disks
+	// Interrupt once the specs have made something to clean up: a VM and a
+	// disk in the embedded cloud's data dir (under the child's TMPDIR).
+	if !waitForCloudObjects(tmp, 60*time.Second) {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatal("certify made no VM and no disk in its embedded cloud within 60 s")
+	}
 	target := cmd.Process.Pid
 	if group {
 		target = -target // the terminal signals the whole foreground process group
