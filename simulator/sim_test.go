@@ -52,9 +52,9 @@ func hashes(t *testing.T, n, procs int, cfg simulator.RunConfig) []uint64 {
 	return out
 }
 
-// Issue 7 acceptance: 50 seeds, each run twice (GOMAXPROCS 1 and 2), give
-// identical trace hashes. Faults of every kind and the upstream profile
-// (with its races) make the runs as varied as they get.
+// 50 seeds, each run twice (GOMAXPROCS 1 and 2), give identical trace
+// hashes. The default faults (every kind) make the reference profile's runs
+// varied; TestSameSeedSameTrace covers an upstream race profile.
 func TestDeterminismAcrossGOMAXPROCS(t *testing.T) {
 	cfg := simulator.RunConfig{Steps: 60, Profile: simulator.ProfileReference, Faults: faults.DefaultSpec()}
 	one, two := hashes(t, 50, 1, cfg), hashes(t, 50, 2, cfg)
