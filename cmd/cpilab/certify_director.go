@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,29 +11,13 @@ import (
 
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
+	directorfixtures "github.com/cpilab/cpilab/fixtures/director"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
 )
 
 func init() {
 	commands["certify-director"] = command{summary: "certify a director's dynamic disks API (an embedded reference director by default)", run: runCertifyDirector}
 }
-
-// The stemcell the suite uploads when it deploys its own instances, written
-// next to the embedded director (its location is a path on the director's
-// host).
-const (
-	ddStemcellMF = `---
-name: bosh-fakeiaas-ubuntu-jammy-go_agent
-version: "1.100"
-operating_system: ubuntu-jammy
-api_version: 2
-stemcell_formats:
-- fakeiaas-raw
-cloud_properties: {}
-`
-	ddStemcellImage = `{"name": "bosh-fakeiaas-ubuntu-jammy-go_agent", "version": "1.100", "api_version": 2, "agent": {"device_path_resolution_type": "virtio"}}
-`
-)
 
 func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("certify-director", stderr)
@@ -165,12 +148,13 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 	if err != nil {
 		return nil, err
 	}
+	// The stemcell the suite uploads when it deploys its own instances,
+	// written next to the embedded director (its location is a path on the
+	// director's host).
 	stemcell := filepath.Join(dir, "stemcell")
-	if err := errors.Join(os.MkdirAll(stemcell, 0o755),
-		os.WriteFile(filepath.Join(stemcell, "stemcell.MF"), []byte(ddStemcellMF), 0o644),
-		os.WriteFile(filepath.Join(stemcell, "image"), []byte(ddStemcellImage), 0o644)); err != nil {
+	if err := directorfixtures.WriteStemcell(stemcell); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("embedded director: stemcell in %s: %w", dir, err)
+		return nil, fmt.Errorf("embedded director: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan launch.Info, 1)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	directorfixtures "github.com/cpilab/cpilab/fixtures/director"
 )
 
 // The example files Run writes to DataDir/examples, so that the next steps
@@ -46,28 +48,15 @@ instance_groups:
   - name: default
   jobs: []
 `
-	exampleStemcellMF = `---
-name: bosh-fakeiaas-ubuntu-jammy-go_agent
-version: "1.100"
-operating_system: ubuntu-jammy
-api_version: 2
-stemcell_formats:
-- fakeiaas-raw
-cloud_properties: {}
-`
-	exampleStemcellImage = `{"name": "bosh-fakeiaas-ubuntu-jammy-go_agent", "version": "1.100", "api_version": 2, "agent": {"device_path_resolution_type": "virtio"}}
-`
 )
 
 // writeExamples writes the example files under dir and returns dir.
 func writeExamples(dataDir string) (string, error) {
 	dir := filepath.Join(dataDir, "examples")
 	stemcell := filepath.Join(dir, "stemcell")
-	err := errors.Join(os.MkdirAll(stemcell, 0o755),
+	err := errors.Join(directorfixtures.WriteStemcell(stemcell),
 		os.WriteFile(filepath.Join(dir, "cloud-config.yml"), []byte(exampleCloudConfig), 0o644),
-		os.WriteFile(filepath.Join(dir, "manifest.yml"), []byte(exampleManifest), 0o644),
-		os.WriteFile(filepath.Join(stemcell, "stemcell.MF"), []byte(exampleStemcellMF), 0o644),
-		os.WriteFile(filepath.Join(stemcell, "image"), []byte(exampleStemcellImage), 0o644))
+		os.WriteFile(filepath.Join(dir, "manifest.yml"), []byte(exampleManifest), 0o644))
 	if err != nil {
 		return "", fmt.Errorf("launch: example files in %s: %w", dir, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
+	directorfixtures "github.com/cpilab/cpilab/fixtures/director"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
 )
 
@@ -76,17 +76,6 @@ type EnvConfig struct {
 }
 
 const (
-	stemcellMF = `---
-name: bosh-fakeiaas-ubuntu-jammy-go_agent
-version: "1.100"
-operating_system: ubuntu-jammy
-api_version: 2
-stemcell_formats:
-- fakeiaas-raw
-cloud_properties: {}
-`
-	stemcellImage = `{"name": "bosh-fakeiaas-ubuntu-jammy-go_agent", "version": "1.100", "api_version": 2, "agent": {"device_path_resolution_type": "virtio"}}
-`
 	deploymentName = "flex"
 )
 
@@ -103,10 +92,8 @@ func StartEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
 		cfg.Out = io.Discard
 	}
 	stemcell := filepath.Join(cfg.Dir, "stemcell")
-	if err := errors.Join(os.MkdirAll(stemcell, 0o755),
-		os.WriteFile(filepath.Join(stemcell, "stemcell.MF"), []byte(stemcellMF), 0o644),
-		os.WriteFile(filepath.Join(stemcell, "image"), []byte(stemcellImage), 0o644)); err != nil {
-		return nil, fmt.Errorf("flex: stemcell in %s: %w", cfg.Dir, err)
+	if err := directorfixtures.WriteStemcell(stemcell); err != nil {
+		return nil, fmt.Errorf("flex: %w", err)
 	}
 	dataDir := filepath.Join(cfg.Dir, "director")
 	lctx, cancel := context.WithCancel(context.Background())
