@@ -49,6 +49,10 @@ type ProcessConfig struct {
 	// false: the group is killed at exit and the wait is WaitDelay
 	// (docs/upstream.md).
 	WaitForPipes bool
+	// CombinedOutput sends stderr into stdout's pipe, as kubelet runs a
+	// FlexVolume driver (os/exec CombinedOutput): ProcessResult.Stdout is
+	// then everything the process wrote, in order, and Stderr is empty.
+	CombinedOutput bool
 }
 
 // ProcessResult is what one CPI process did.
@@ -150,10 +154,11 @@ func startError(path string, err error) *StartError {
 }
 
 // RunProcess runs one CPI process: in its own process group, stdin the
-// request and then closed, stdout and stderr kept up to MaxOutput. Every
-// caller of a CPI executable (Runner, the suites) goes through it, so the
-// output cap, the time-out, the process-group kill and the bounded wait for
-// the pipes hold everywhere.
+// request and then closed, stdout and stderr kept up to MaxOutput. It is
+// the project's one runner of an external executable: every caller of a CPI
+// (Runner, the suites) and of a FlexVolume driver (flexvolume.Caller) goes
+// through it, so the output cap, the time-out, the process-group kill and
+// the bounded wait for the pipes hold everywhere.
 //
 // Once the process exits, whatever it left running in its process group is
 // killed; if stdout or stderr are still held open WaitDelay later (by a
@@ -205,6 +210,9 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		return res, fmt.Errorf("running CPI %q: %w", cfg.Command[0], err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	if cfg.CombinedOutput {
+		cmd.Stderr = outW // errW is closed unused below: its reader sees EOF at once
+	}
 	// Bounds os/exec's own stdin copy once the process has exited (a child
 	// holding stdin without reading it).
 	cmd.WaitDelay = cfg.WaitDelay

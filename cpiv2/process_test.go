@@ -228,3 +228,22 @@ func TestRunProcessWaitForPipesIsUpstream(t *testing.T) {
 	}
 	waitGone(t, readPid(t, filepath.Join(dir, "daemon.pid")), "the daemon after the time-out")
 }
+
+// CombinedOutput interleaves stderr into stdout in the order written, as
+// kubelet reads a FlexVolume driver; the output cap applies to the whole.
+func TestRunProcessCombinedOutput(t *testing.T) {
+	sh := func(script string, max int) (cpiv2.ProcessResult, error) {
+		return cpiv2.RunProcess(context.Background(), cpiv2.ProcessConfig{
+			Command: []string{"/bin/sh", "-c", script}, Timeout: 20 * time.Second, MaxOutput: max, CombinedOutput: true}, nil)
+	}
+	res, err := sh(`echo one; echo two >&2; echo three`, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Stdout); got != "one\ntwo\nthree\n" || len(res.Stderr) != 0 {
+		t.Errorf("combined output %q, stderr %q; want one, two, three in order and no stderr", got, res.Stderr)
+	}
+	if _, err := sh(`head -c 5000 /dev/zero >&2`, 1000); !errors.Is(err, cpiv2.ErrOutputTooLarge) {
+		t.Errorf("5000 bytes on stderr with a 1000-byte cap: %v, want ErrOutputTooLarge", err)
+	}
+}

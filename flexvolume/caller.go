@@ -1,15 +1,15 @@
 package flexvolume
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/cpilab/cpilab/cpiv2"
 )
 
 // CallerConfig configures NewCaller.
@@ -119,39 +119,38 @@ func (c *Caller) Run(ctx context.Context, args ...string) Call {
 	return call
 }
 
-// RunUncached runs the driver with args whatever the cache says.
+// RunUncached runs the driver with args whatever the cache says, through
+// the project's one process runner (cpiv2.RunProcess): its own process
+// group, killed on time-out, combined output capped at MaxOutput.
 func (c *Caller) RunUncached(ctx context.Context, args ...string) Call {
 	call := Call{Args: args, ExitCode: -1}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	cmd := exec.Command(c.cfg.Executable, args...)
-	cmd.Env = append(cmd.Environ(), c.cfg.Env...)
-	cmd.Dir = c.cfg.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out capped
-	out.max = c.cfg.MaxOutput
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = time.Second
-	start := time.Now() // I/O edge: a real process's wall time
-	if err := cmd.Start(); err != nil {
+	res, err := cpiv2.RunProcess(ctx, cpiv2.ProcessConfig{
+		Command:        append([]string{c.cfg.Executable}, args...),
+		Dir:            c.cfg.Dir,
+		Env:            append(os.Environ(), c.cfg.Env...),
+		Timeout:        c.cfg.Timeout,
+		MaxOutput:      c.cfg.MaxOutput,
+		WaitDelay:      time.Second,
+		CombinedOutput: true,
+	}, nil)
+	call.Duration = res.Elapsed
+	call.Output = res.Stdout
+	var start *cpiv2.StartError
+	switch {
+	case errors.As(err, &start):
 		call.Err = fmt.Errorf("flexvolume: start %s: %w", c.cfg.Executable, err)
 		return call
-	}
-	stop := context.AfterFunc(ctx, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	werr := cmd.Wait()
-	stop()
-	call.Duration = time.Since(start)
-	call.Output = out.Bytes()
-	if ctx.Err() != nil {
-		call.Err = fmt.Errorf("%w after %s (%s)", ErrTimeout, c.cfg.Timeout, ctx.Err())
+	case errors.Is(err, cpiv2.ErrCPITimeout):
+		call.Err = fmt.Errorf("%w after %s (process group killed)", ErrTimeout, c.cfg.Timeout)
+		return call
+	case ctx.Err() != nil:
+		call.Err = fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+		return call
+	case err != nil:
+		call.Err = fmt.Errorf("flexvolume: %s %s: %w", c.cfg.Executable, strings.Join(quoteArgs(args), " "), err)
 		return call
 	}
-	call.ExitCode = cmd.ProcessState.ExitCode()
-	var ee *exec.ExitError
-	if werr != nil && !errors.As(werr, &ee) {
-		call.Err = fmt.Errorf("flexvolume: wait %s: %w", c.cfg.Executable, werr)
-		return call
-	}
+	call.ExitCode = res.ExitCode
 	r, err := ParseOutput(call.Output)
 	call.Result = r
 	if err != nil {
@@ -168,30 +167,4 @@ func (c *Caller) RunUncached(ctx context.Context, args ...string) Call {
 		}
 	}
 	return call
-}
-
-// capped is a buffer that keeps at most max bytes.
-type capped struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - c.buf.Len(); room > 0 {
-		if len(p) > room {
-			c.buf.Write(p[:room])
-		} else {
-			c.buf.Write(p)
-		}
-	}
-	return len(p), nil
-}
-
-func (c *capped) Bytes() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]byte(nil), c.buf.Bytes()...)
 }
