@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/cpilab/cpilab/internal/flock"
+	"github.com/cpilab/cpilab/vmroot"
 	mount "k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 )
@@ -60,29 +61,21 @@ func (v *VMRoot) Host(p string) string {
 	return filepath.Join(v.Root, filepath.FromSlash(path.Clean("/"+p)))
 }
 
-// Resolve follows symlinks of node path p inside the root (absolute
-// targets are node paths) and returns the host path of what it names.
+// Resolve follows symlinks of node path p inside the root as the node
+// would (absolute targets are node paths, ".." stops at the root), through
+// the project's one VM-root resolver (vmroot), and returns the host path of
+// what it names.
 func (v *VMRoot) Resolve(p string) (string, error) {
-	cur := path.Clean("/" + p)
-	for range 16 {
-		h := v.Host(cur)
-		fi, err := os.Lstat(h)
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			return h, nil
-		}
-		t, err := os.Readlink(h)
-		if err != nil {
-			return "", err
-		}
-		if !path.IsAbs(t) {
-			t = path.Join(path.Dir(cur), t)
-		}
-		cur = path.Clean(t)
+	r, err := vmroot.Open(v.Root)
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+	defer r.Close()
+	guest, err := r.Resolve(p)
+	if err != nil {
+		return "", err
+	}
+	return v.Host(guest), nil
 }
 
 // lock takes the root's mount-table lock (an flock, across processes).
