@@ -204,7 +204,7 @@ func ParseFault(s string) (Fault, error) {
 			return Fault{}, fmt.Errorf("fault %q: key %q given twice", s, k)
 		}
 		seen[k] = true
-		if v, err = unquote(v); err != nil {
+		if v, err = scenario.Unquote(v); err != nil {
 			return Fault{}, fmt.Errorf("fault %q: key %s: %w", s, k, err)
 		}
 		switch {
@@ -281,7 +281,7 @@ func ParseSchedule(text string) (Schedule, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		parts, err := splitOutsideQuotes(line, ';')
+		parts, err := scenario.SplitOutside(line, ';')
 		if err != nil {
 			return nil, fmt.Errorf("schedule line %d: %w", n+1, err)
 		}
@@ -305,37 +305,4 @@ func kindList() string {
 		names[i] = string(k)
 	}
 	return strings.Join(names, ", ")
-}
-
-func splitOutsideQuotes(s string, sep rune) ([]string, error) {
-	var parts []string
-	start, inQuote, esc := 0, false, false
-	for i, r := range s {
-		switch {
-		case inQuote:
-			if esc {
-				esc = false
-			} else if r == '\\' {
-				esc = true
-			} else if r == '"' {
-				inQuote = false
-			}
-		case r == '"':
-			inQuote = true
-		case r == sep:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	if inQuote {
-		return nil, fmt.Errorf("unterminated quote in %q", s)
-	}
-	return append(parts, s[start:]), nil
-}
-
-func unquote(v string) (string, error) {
-	if strings.HasPrefix(v, `"`) {
-		return strconv.Unquote(v)
-	}
-	return v, nil
 }

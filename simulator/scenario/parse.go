@@ -134,7 +134,7 @@ func parseLine(line string) (string, []Arg, error) {
 					a.Vals = parts
 				}
 			} else {
-				v, err := unquote(val)
+				v, err := Unquote(val)
 				if err != nil {
 					return "", nil, fmt.Errorf("argument %q: %w", tok, err)
 				}
@@ -198,18 +198,28 @@ func SplitWords(s string) ([]string, error) {
 	return out, nil
 }
 
-// splitList splits "a, b, \"c, d\"" on commas outside quotes.
+// splitList splits "a, b, \"c, d\"" on commas outside quotes and unquotes
+// each trimmed part.
 func splitList(s string) ([]string, error) {
-	var out []string
-	start, inQuote, esc := 0, false, false
-	add := func(part string) error {
-		v, err := unquote(strings.TrimSpace(part))
-		if err != nil {
-			return err
-		}
-		out = append(out, v)
-		return nil
+	parts, err := SplitOutside(s, ',')
+	if err != nil {
+		return nil, err
 	}
+	out := make([]string, len(parts))
+	for i, part := range parts {
+		if out[i], err = Unquote(strings.TrimSpace(part)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// SplitOutside splits s on sep where sep is outside a double-quoted
+// string (Go syntax, backslash escapes), keeping the quotes in the parts:
+// the list and schedule separator of cpilab's line formats.
+func SplitOutside(s string, sep rune) ([]string, error) {
+	var parts []string
+	start, inQuote, esc := 0, false, false
 	for i, r := range s {
 		switch {
 		case inQuote:
@@ -222,20 +232,20 @@ func splitList(s string) ([]string, error) {
 			}
 		case r == '"':
 			inQuote = true
-		case r == ',':
-			if err := add(s[start:i]); err != nil {
-				return nil, err
-			}
+		case r == sep:
+			parts = append(parts, s[start:i])
 			start = i + 1
 		}
 	}
-	if err := add(s[start:]); err != nil {
-		return nil, err
+	if inQuote {
+		return nil, fmt.Errorf("unterminated quote in %q", s)
 	}
-	return out, nil
+	return append(parts, s[start:]), nil
 }
 
-func unquote(v string) (string, error) {
+// Unquote reads a value as written in a line: a Go double-quoted string
+// is unquoted, anything else is taken as it is.
+func Unquote(v string) (string, error) {
 	if strings.HasPrefix(v, `"`) {
 		return strconv.Unquote(v)
 	}
