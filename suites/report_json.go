@@ -343,7 +343,7 @@ func specResult(sr types.SpecReport, rerun func(string) string) SpecResult {
 	default:
 		s.State, s.Reason = StateFailed, sr.Failure.Message
 		if len(s.Violations) == 0 {
-			s.Violations = append(s.Violations, Violation{Clause: "harness", Did: sr.Failure.Message, ExitCode: -1})
+			s.Violations = append(s.Violations, Violation{Clause: HarnessClause, Did: sr.Failure.Message, ExitCode: -1})
 		}
 	}
 	// Ginkgo matches focus against "<suite description> <spec text>".
@@ -478,6 +478,10 @@ func (c *CertifyReport) Spec(id string) *SpecResult {
 	}
 	return nil
 }
+
+// HarnessClause is the clause of a spec's failure that no check of the
+// CPI made (the harness's own assertion, a panic): it never names a CPI bug.
+const HarnessClause = "harness"
 
 // FailedClauses returns the distinct clause ids the CPI broke, sorted: each
 // failed spec's violations.

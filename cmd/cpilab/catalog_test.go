@@ -153,8 +153,8 @@ func certifyRejects(t *testing.T, dir string, bug buggycpi.Bug, labelFilter stri
 }
 
 // rejects certifies the bug's executable with its CertifyArgs and extra
-// and says how the run missed the bug ("" when it was rejected with one of
-// the bug's clauses named).
+// and says how the run missed the bug ("" when judgeRejection accepts the
+// run as catching it).
 func rejects(t *testing.T, dir, link string, bug buggycpi.Bug, extra ...string) (missed, stdout string) {
 	t.Helper()
 	js := filepath.Join(t.TempDir(), "r.json")
@@ -163,13 +163,71 @@ func rejects(t *testing.T, dir, link string, bug buggycpi.Bug, extra ...string) 
 	if code != 1 {
 		return fmt.Sprintf("exited %d, want 1 (rejected); stderr:\n%s", code, tail(stderr, 4000)), stdout
 	}
-	clauses := failedClauses(t, js)
-	want := append([]string{bug.Clause}, bug.AlsoClauses...)
-	if !slices.ContainsFunc(clauses, func(c string) bool { return slices.Contains(want, c) || slices.Contains(want, suites.ClauseOf(c)) }) {
-		return fmt.Sprintf("rejected, but no failure names clause %s; clauses named:\n  %s", bug.Clause, strings.Join(clauses, "\n  ")), stdout
+	rep, err := suites.ReadCertifyReport(js)
+	if err != nil {
+		t.Fatalf("JSON report: %v", err)
 	}
-	return "", stdout
+	recordBreaks(t, bug, rep)
+	return judgeRejection(rep, bug), stdout
 }
+
+// judgeRejection says how a rejecting run's report misses bug ("" when it
+// catches it): a bug is caught only by a violation of its clause (or of
+// one of its AlsoClauses) that a spec reported, never by a failed or
+// interrupted spec of that clause alone, nor by a harness failure; and
+// the run must name no clause outside the bug's MayBreak (its AlsoBreaks
+// list what it breaks elsewhere).
+func judgeRejection(rep *suites.CertifyReport, bug buggycpi.Bug) string {
+	own := append([]string{bug.Clause}, bug.AlsoClauses...)
+	may := bug.MayBreak()
+	in := func(set []string, c string) bool { return slices.Contains(set, c) || slices.Contains(set, suites.ClauseOf(c)) }
+	caught := false
+	var extras []string
+	for _, c := range rep.FailedClauses() {
+		if c != suites.HarnessClause && in(own, c) {
+			caught = true
+		}
+		if !in(may, c) {
+			extras = append(extras, c)
+		}
+	}
+	switch {
+	case !caught:
+		return fmt.Sprintf("rejected, but no violation of clause %s was reported; clauses of the violations:\n  %s", bug.Clause, strings.Join(rep.FailedClauses(), "\n  "))
+	case len(extras) > 0:
+		return fmt.Sprintf("rejected with clause %s, but also named %s, which the bug does not list (fixtures/buggycpi/breaks.go; CPILAB_CATALOG_RECORD=FILE records them)", bug.Clause, strings.Join(extras, ", "))
+	}
+	return ""
+}
+
+// recordBreaks appends, with CPILAB_CATALOG_RECORD=FILE, the clauses a
+// rejecting run named beyond the bug's own, one "name clause" line each,
+// to update fixtures/buggycpi/breaks.go from.
+func recordBreaks(t *testing.T, bug buggycpi.Bug, rep *suites.CertifyReport) {
+	file := os.Getenv("CPILAB_CATALOG_RECORD")
+	if file == "" {
+		return
+	}
+	own := append([]string{bug.Clause}, bug.AlsoClauses...)
+	var b strings.Builder
+	for _, c := range rep.FailedClauses() {
+		if !slices.Contains(own, c) && !slices.Contains(own, suites.ClauseOf(c)) {
+			b.WriteString(bug.Name + " " + c + "\n")
+		}
+	}
+	recordMu.Lock()
+	defer recordMu.Unlock()
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var recordMu sync.Mutex
 
 // checkRejectionOutput checks what a rejecting run printed: the clause, a
 // rerun command, and nothing left in the cloud.
@@ -212,24 +270,6 @@ func certifyAccepts(t *testing.T, dir string, v buggycpi.Bug) {
 			}
 		}
 	}
-}
-
-// failedClauses returns the clauses a certify report shows broken: those
-// of the failed specs and of every violation they found. (The report's
-// schema is the CLI tests' business: this test judges verdicts.)
-func failedClauses(t *testing.T, path string) []string {
-	t.Helper()
-	rep, err := suites.ReadCertifyReport(path)
-	if err != nil {
-		t.Fatalf("JSON report: %v", err)
-	}
-	out := rep.FailedClauses()
-	for _, s := range rep.Specs {
-		if s.State == suites.StateFailed || s.State == suites.StateInterrupted {
-			out = append(out, s.Clause)
-		}
-	}
-	return out
 }
 
 func tail(s string, n int) string {
