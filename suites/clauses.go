@@ -18,6 +18,7 @@ const (
 	ClauseRun          = "wire.runs"
 	ClauseParallel     = "wire.parallel"
 	ClauseLargeRequest = "wire.large-request"
+	ClauseSecrets      = "secrets.not-printed"
 
 	ClauseInfo           = "info.shape"
 	ClauseInfoVersion    = "info.api-version"
@@ -120,6 +121,7 @@ var AllClauses = []ClauseDoc{
 	{ClauseResize, "resize_disk of a detached disk really changes the size (or NotSupported)"},
 	{ClauseUpdateDisk, "update_disk returns a disk_cid or null and really changes the size (or NotSupported)"},
 	{ClauseSnapshot, "snapshot_disk returns a snapshot_cid that exists, of the disk it was given; delete_snapshot removes it and keeps the disk"},
+	{ClauseSecrets, "no credential of the CPI's config appears in its log, stderr, error messages or results, plain or encoded"},
 	{ClauseUnreadResult, "results no caller reads (reboot_vm, delete_*, set_*_metadata, detach_disk) should be null (a warning, never a failure)"},
 
 	{ClauseUnknownMethod, "an unknown method → NotImplemented (or an older library's answer callers take as NotImplemented)"},

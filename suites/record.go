@@ -61,7 +61,7 @@ func (r *recorder) report(clause string) {
 }
 
 func callRecord(x *Exchange) CallRecord {
-	c := CallRecord{Method: x.Method, Request: excerpt(x.Request), Response: excerpt(bytes.TrimSpace(x.Stdout)),
+	c := CallRecord{Method: x.Method, Request: excerpt(x.Request), Response: excerpt(bytes.TrimSpace(x.shownStdout())),
 		StderrTail: tail(string(x.Stderr), 600), ExitCode: x.ExitCode, Start: x.Start, End: x.End, Elapsed: x.Elapsed, Cleanup: x.Cleanup}
 	switch {
 	case x.RunErr != nil:
@@ -74,6 +74,26 @@ func callRecord(x *Exchange) CallRecord {
 		c.Error = string(x.Response.Error.Type)
 	}
 	return c
+}
+
+// checkSecrets fails the spec when one of its calls printed a secret of
+// the CPI's config (secrets.not-printed): the first such call is named,
+// with the secret redacted everywhere the report shows it.
+func (r *recorder) checkSecrets() {
+	GinkgoHelper()
+	r.mu.Lock()
+	var leaky *Exchange
+	for _, x := range r.calls {
+		if len(x.Leaks) > 0 {
+			leaky = x
+			break
+		}
+	}
+	r.mu.Unlock()
+	if leaky != nil {
+		violate(violation(ClauseSecrets, fmt.Sprintf("%s printed a credential of its config (%s); a CPI's log and stderr go to the Director's task debug log, readable by every user of the deployment's team, and its error messages to the task result",
+			leaky.Method, strings.Join(leaky.Leaks, "; ")), leaky))
+	}
 }
 
 // strict is Config.Strict of the registered suites (one run per process).

@@ -61,7 +61,7 @@ func violation(clause, did string, x *Exchange) Violation {
 	if x != nil {
 		v.Method = x.Method
 		v.Request = excerpt(x.Request)
-		v.Response = excerpt(bytes.TrimSpace(x.Stdout))
+		v.Response = excerpt(bytes.TrimSpace(x.shownStdout()))
 		v.Stderr = string(x.Stderr)
 		v.ExitCode = x.ExitCode
 	}

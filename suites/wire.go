@@ -54,6 +54,20 @@ type Exchange struct {
 	Violations []string
 	// RunErr is a failure to run the command at all.
 	RunErr error
+	// Leaks says where the call showed a secret of the CPI's config
+	// ("stderr: cloud.properties.registry.password"): secrets.not-printed.
+	// Stderr is kept with every secret redacted; shownStdout redacts stdout.
+	Leaks   []string
+	secrets []secret
+}
+
+// shownStdout is stdout as reports show it: every secret of the CPI's
+// config redacted.
+func (x *Exchange) shownStdout() []byte {
+	if len(x.Leaks) == 0 {
+		return x.Stdout
+	}
+	return redact(x.secrets, x.Stdout)
 }
 
 // Response is a decoded CPI response.
@@ -94,6 +108,9 @@ type wire struct {
 	directorUUID string
 	seq          *atomic.Int64
 	observe      func(*Exchange)
+	// secrets are the credentials of the CPI's config, looked for in
+	// everything the CPI prints (secrets.not-printed).
+	secrets []secret
 }
 
 type request struct {
@@ -144,6 +161,11 @@ func (w *wire) run(ctx context.Context, x *Exchange) {
 	x.Elapsed = res.Elapsed
 	x.Stdout = res.Stdout
 	x.Stderr = keepTail(res.Stderr, StderrKeep)
+	x.secrets = w.secrets
+	x.Leaks = w.leaksOf(res.Stdout, res.Stderr)
+	if len(x.Leaks) > 0 {
+		x.Stderr = redact(w.secrets, x.Stderr)
+	}
 	x.ExitCode = res.ExitCode
 	x.HeldPipes = res.Stragglers
 	if res.PipesHeldAfterExit && x.HeldPipes == 0 {
@@ -283,4 +305,20 @@ func withCleanup(ctx context.Context) context.Context {
 func isCleanup(ctx context.Context) bool {
 	v, _ := ctx.Value(cleanupKey{}).(bool)
 	return v
+}
+
+// leaksOf says where stdout (the response: its log, error message or
+// result) and the whole of stderr show a secret of the CPI's config.
+func (w *wire) leaksOf(stdout, stderr []byte) []string {
+	if len(w.secrets) == 0 {
+		return nil
+	}
+	var out []string
+	for _, k := range leaks(w.secrets, stdout) {
+		out = append(out, "stdout (log, error message or result): "+k)
+	}
+	for _, k := range leaks(w.secrets, stderr) {
+		out = append(out, "stderr: "+k)
+	}
+	return out
 }
