@@ -174,6 +174,20 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 	if len(cfg.Command) == 0 {
 		return res, ErrNoCommand
 	}
+	cfg = cfg.withDefaults()
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("call abandoned before starting the CPI: %w", err)
+	}
+	p, err := startProcess(cfg, stdin, &res)
+	if err != nil {
+		return res, err
+	}
+	failure := p.waitExit(ctx, &res)
+	failure = p.settlePipes(failure, &res)
+	return p.finish(failure, res)
+}
+
+func (cfg ProcessConfig) withDefaults() ProcessConfig {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -186,13 +200,30 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 	if cfg.Env == nil {
 		cfg.Env = ScrubbedEnv(nil)
 	}
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("call abandoned before starting the CPI: %w", err)
-	}
+	return cfg
+}
+
+// running is a started process and the readers of its output.
+type running struct {
+	cfg            ProcessConfig
+	cmd            *exec.Cmd
+	start          time.Time
+	outR, errR     *os.File
+	pipes          pipeSet
+	stdout, stderr *cappedBuffer
+	pipesClosed    chan struct{} // both readers are done
+	done           chan error    // cmd.Wait's answer
+	waitErr        error
+	waited         bool
+}
+
+// startProcess starts cfg.Command on pipes of its own, in its own process
+// group, and starts reading its stdout and stderr.
+func startProcess(cfg ProcessConfig, stdin []byte, res *ProcessResult) (*running, error) {
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	if cmd.Err != nil { // not on PATH
 		res.Outcome = "could not start: " + cmd.Err.Error()
-		return res, startError(cfg.Command[0], cmd.Err)
+		return nil, startError(cfg.Command[0], cmd.Err)
 	}
 	cmd.Env = cfg.Env
 	cmd.Dir = cfg.Dir
@@ -201,13 +232,13 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 	// no copying goroutine it would wait for) and we can tell who holds them.
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return res, fmt.Errorf("running CPI %q: %w", cfg.Command[0], err)
+		return nil, fmt.Errorf("running CPI %q: %w", cfg.Command[0], err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return res, fmt.Errorf("running CPI %q: %w", cfg.Command[0], err)
+		return nil, fmt.Errorf("running CPI %q: %w", cfg.Command[0], err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if cfg.CombinedOutput {
@@ -217,7 +248,7 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 	// holding stdin without reading it).
 	cmd.WaitDelay = cfg.WaitDelay
 	setProcessGroup(cmd)
-	start := time.Now()
+	p := &running{cfg: cfg, cmd: cmd, start: time.Now(), outR: outR, errR: errR}
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
@@ -225,31 +256,35 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		outR.Close()
 		errR.Close()
 		res.Outcome = "could not start: " + err.Error()
-		return res, startError(cmd.Path, err)
+		return nil, startError(cmd.Path, err)
 	}
-	pipes := pipeIDs(outR, errR)
-
-	stdout := &cappedBuffer{max: cfg.MaxOutput, overflow: make(chan struct{}), failOnOverflow: true}
-	stderr := &cappedBuffer{max: cfg.MaxOutput, overflow: make(chan struct{})}
+	p.pipes = pipeIDs(outR, errR)
+	p.stdout = &cappedBuffer{max: cfg.MaxOutput, overflow: make(chan struct{}), failOnOverflow: true}
+	p.stderr = &cappedBuffer{max: cfg.MaxOutput, overflow: make(chan struct{})}
 	var readers sync.WaitGroup
-	pipesClosed := make(chan struct{})
-	readers.Go(func() { drain(stdout, outR) })
-	readers.Go(func() { drain(stderr, errR) })
-	go func() { readers.Wait(); close(pipesClosed) }() // the I/O edge: real goroutines
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	p.pipesClosed = make(chan struct{})
+	readers.Go(func() { drain(p.stdout, outR) })
+	readers.Go(func() { drain(p.stderr, errR) })
+	go func() { readers.Wait(); close(p.pipesClosed) }() // the I/O edge: real goroutines
+	p.done = make(chan error, 1)
+	go func() { p.done <- cmd.Wait() }()
+	return p, nil
+}
+
+// waitExit waits for the process to exit, its time-out, its stdout cap or
+// ctx; on any but the first it kills the process group and returns why.
+func (p *running) waitExit(ctx context.Context, res *ProcessResult) error {
+	cfg := p.cfg
 	timer := time.NewTimer(cfg.Timeout)
 	defer timer.Stop()
-
-	var failure, waitErr error
-	waited := false
+	var failure error
 	select {
-	case waitErr = <-done:
-		waited = true
+	case p.waitErr = <-p.done:
+		p.waited = true
 	case <-timer.C:
 		failure = invalid(ErrCPITimeout, nil, "", fmt.Sprintf("no answer within %v; process group killed", cfg.Timeout), nil)
 		res.Outcome = fmt.Sprintf("timed out after %v; process group killed", cfg.Timeout)
-	case <-stdout.overflow:
+	case <-p.stdout.overflow:
 		failure = invalid(ErrOutputTooLarge, nil, "", fmt.Sprintf("more than %d bytes; process group killed", cfg.MaxOutput), nil)
 		res.Outcome = fmt.Sprintf("output too large (more than %d bytes on stdout); process group killed", cfg.MaxOutput)
 	case <-ctx.Done():
@@ -257,67 +292,80 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		res.Outcome = "call abandoned (" + ctx.Err().Error() + "); process group killed"
 	}
 	if failure != nil {
-		killProcessGroup(cmd)
+		killProcessGroup(p.cmd)
 		grace := time.NewTimer(killGrace)
 		select {
-		case waitErr = <-done:
-			waited = true
+		case p.waitErr = <-p.done:
+			p.waited = true
 		case <-grace.C:
 		}
 		grace.Stop()
-	} else if !cfg.WaitForPipes {
+	}
+	return failure
+}
+
+// settlePipes waits, bounded, for stdout and stderr to close once the
+// process is gone; whatever still holds them is a leftover, killed with
+// its group and session. Under WaitForPipes the bound is the rest of the
+// time-out, and running into it is the call's failure.
+func (p *running) settlePipes(failure error, res *ProcessResult) error {
+	cfg := p.cfg
+	if failure == nil && !cfg.WaitForPipes {
 		// The CPI has exited: its output pipes close at once, unless
 		// something it started still holds them (a caller that reads to the
 		// end, as the Director does, would hang). Then nothing it started
 		// may outlive the call.
 		settle := time.NewTimer(pipeSettle)
 		select {
-		case <-pipesClosed:
+		case <-p.pipesClosed:
 		case <-settle.C:
 			res.PipesHeldAfterExit = true
 		}
 		settle.Stop()
-		killProcessGroup(cmd)
+		killProcessGroup(p.cmd)
 	}
-	// Bound the wait for the pipes: whoever still holds them once the CPI
-	// is gone is a leftover, killed with its group and session.
 	bound := cfg.WaitDelay
 	if cfg.WaitForPipes && failure == nil {
-		bound = max(cfg.Timeout-time.Since(start), 0)
+		bound = max(cfg.Timeout-time.Since(p.start), 0)
 	}
 	grace := time.NewTimer(bound)
 	select {
-	case <-pipesClosed:
+	case <-p.pipesClosed:
 	case <-grace.C:
 		if cfg.WaitForPipes && failure == nil {
 			failure = invalid(ErrCPITimeout, nil, "", fmt.Sprintf("the CPI exited but its stdout or stderr stayed open for the rest of %v; everything holding them killed", cfg.Timeout), nil)
 			res.Outcome = fmt.Sprintf("timed out after %v waiting for the CPI's children to close its output; killed", cfg.Timeout)
-			killProcessGroup(cmd)
+			killProcessGroup(p.cmd)
 		}
-		res.Stragglers = killPipeHolders(pipes)
+		res.Stragglers = killPipeHolders(p.pipes)
 		kill := time.NewTimer(killGrace)
 		select {
-		case <-pipesClosed:
+		case <-p.pipesClosed:
 		case <-kill.C:
 		}
 		kill.Stop()
 	}
 	grace.Stop()
-	outR.Close() // unblocks the readers if something still holds the pipes
-	errR.Close()
-	<-pipesClosed
+	p.outR.Close() // unblocks the readers if something still holds the pipes
+	p.errR.Close()
+	<-p.pipesClosed
+	return failure
+}
 
-	if failure == nil && stdout.overflowed() {
+// finish fills in the result from the ended process and its output.
+func (p *running) finish(failure error, res ProcessResult) (ProcessResult, error) {
+	cfg := p.cfg
+	if failure == nil && p.stdout.overflowed() {
 		failure = invalid(ErrOutputTooLarge, nil, "", fmt.Sprintf("more than %d bytes; process group killed", cfg.MaxOutput), nil)
 		res.Outcome = fmt.Sprintf("output too large (more than %d bytes on stdout); process group killed", cfg.MaxOutput)
 	}
-	res.Elapsed = time.Since(start)
-	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
-	if waited && cmd.ProcessState != nil {
-		res.ExitCode = cmd.ProcessState.ExitCode()
-		res.Signal = signalName(cmd.ProcessState)
+	res.Elapsed = time.Since(p.start)
+	res.Stdout, res.Stderr = p.stdout.bytes(), p.stderr.bytes()
+	if ps := p.cmd.ProcessState; p.waited && ps != nil {
+		res.ExitCode = ps.ExitCode()
+		res.Signal = signalName(ps)
 		if res.Outcome == "" {
-			res.Outcome = describeExit(cmd.ProcessState)
+			res.Outcome = describeExit(ps)
 		}
 	}
 	var ir *InvalidResponseError
@@ -328,8 +376,8 @@ func RunProcess(ctx context.Context, cfg ProcessConfig, stdin []byte) (ProcessRe
 		return res, failure
 	}
 	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
-		return res, fmt.Errorf("running CPI %q: %w", cfg.Command[0], waitErr)
+	if p.waitErr != nil && !errors.As(p.waitErr, &exitErr) && !errors.Is(p.waitErr, exec.ErrWaitDelay) {
+		return res, fmt.Errorf("running CPI %q: %w", cfg.Command[0], p.waitErr)
 	}
 	return res, nil
 }
