@@ -274,8 +274,10 @@ func (a *API) getDisk(w http.ResponseWriter, r *http.Request, _ Principal) error
 
 // DiskInfo is a dynamic disk as GET /dynamic_disks lists it, in upstream's
 // shape: Instance is "<instance group>/<instance id>" of the VM the disk is
-// attached to, null when detached; Deployment, AZ, CPI and Metadata are
-// null when unset.
+// attached to, null when detached; Deployment and AZ are null when unset.
+// As upstream (the dynamic_disks table's cpi column defaults to the empty string, and
+// models/dynamic_disk.rb reads a null metadata_json as {}), CPI is "" and
+// Metadata {} when unset.
 type DiskInfo struct {
 	Name         string         `json:"name"`
 	CID          string         `json:"disk_cid"`
@@ -284,7 +286,7 @@ type DiskInfo struct {
 	AZ           *string        `json:"availability_zone"`
 	SizeMiB      int            `json:"size"`
 	DiskPoolName string         `json:"disk_pool_name"`
-	CPI          *string        `json:"cpi"`
+	CPI          string         `json:"cpi"`
 	Metadata     map[string]any `json:"metadata"`
 }
 
@@ -307,7 +309,10 @@ func strPtr(s string) *string {
 // viewDisk is a record as the list shows it.
 func (d *Director) viewDisk(dd DynamicDisk) (DiskInfo, error) {
 	v := DiskInfo{Name: dd.Name, CID: dd.CID, Deployment: strPtr(dd.Deployment), AZ: strPtr(dd.AZ), SizeMiB: dd.SizeMiB,
-		DiskPoolName: dd.DiskPoolName, CPI: strPtr(dd.CPI), Metadata: dd.Metadata}
+		DiskPoolName: dd.DiskPoolName, CPI: dd.CPI, Metadata: dd.Metadata}
+	if v.Metadata == nil {
+		v.Metadata = map[string]any{}
+	}
 	if dd.InstanceID != "" {
 		inst, err := d.instance(dd.InstanceID)
 		switch {

@@ -410,12 +410,14 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 }
 
 // setMetadata calls set_disk_metadata when meta is given and differs from
-// the disk's, as upstream's MetadataUpdater: the request's hash merged with
+// the disk's, as upstream's jobs (`disk_model.metadata != @metadata`, where
+// a disk without metadata reads as {}, so {} on such a disk is no change)
+// and its MetadataUpdater: the request's hash merged with
 // the director and deployment tags; NotImplemented is logged and ignored.
 // Values that are not strings are sent as their JSON text (the CPI wire
 // takes strings).
 func (j *job) setMetadata(dd *DynamicDisk, meta map[string]any, stemcellAPI int) error {
-	if meta == nil || reflect.DeepEqual(meta, dd.Metadata) {
+	if meta == nil || len(meta) == 0 && len(dd.Metadata) == 0 || reflect.DeepEqual(meta, dd.Metadata) {
 		return nil
 	}
 	tags := cpiv2.Metadata{}

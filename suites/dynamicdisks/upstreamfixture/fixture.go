@@ -552,8 +552,12 @@ func (s *Server) list(w http.ResponseWriter) error {
 		if d.az != "" {
 			az = d.az
 		}
+		meta := d.metadata
+		if meta == nil {
+			meta = map[string]any{} // models/dynamic_disk.rb: a null metadata_json reads as {}
+		}
 		out = append(out, map[string]any{"name": d.name, "disk_cid": d.cid, "deployment": d.deployment, "instance": inst,
-			"availability_zone": az, "size": d.size, "disk_pool_name": d.pool, "cpi": d.cpi, "metadata": d.metadata})
+			"availability_zone": az, "size": d.size, "disk_pool_name": d.pool, "cpi": d.cpi, "metadata": meta})
 	}
 	return writeJSON(w, out)
 }
