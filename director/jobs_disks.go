@@ -220,7 +220,8 @@ func (j *job) createDynamicDisk(req CreateDiskRequest) (any, error) {
 	} else if ok {
 		return nil, taskError("disk `%s` already exists", req.DiskName)
 	}
-	spec := diskSpec{name: req.DiskName, pool: req.DiskPoolName, sizeMiB: req.DiskSize, deployment: req.Deployment, az: req.AZ}
+	spec := diskSpec{name: req.DiskName, pool: req.DiskPoolName, sizeMiB: req.DiskSize, deployment: req.Deployment, az: req.AZ,
+		cleanUp: true}
 	if req.InstanceID != "" {
 		inst, vm, err := j.activeVM(req.InstanceID)
 		if err != nil {
@@ -297,6 +298,11 @@ type diskSpec struct {
 	sizeMiB        int
 	deployment, az string
 	vm             VM // locality; zero for none
+	// cleanUp: the create job's spec. Upstream's create deletes the disk
+	// it made when the row insert fails (create_dynamic_disk.rb:49); its
+	// provide does not (provide_dynamic_disk.rb:34), so under
+	// NoDiskNameLock only provide leaks.
+	cleanUp bool
 }
 
 // createDisk calls create_disk (cloud_properties: the disk type's, with
@@ -304,7 +310,8 @@ type diskSpec struct {
 // the reference behaviour an intent row (state creating) is written first,
 // under the disk-name lock, so a crash leaves a trace; with NoDiskNameLock
 // the row is inserted after create_disk, as upstream, and a lost insert
-// race leaks the IaaS disk.
+// race leaks the IaaS disk of a provide (a create deletes it, as upstream's
+// create job does).
 func (j *job) createDisk(s diskSpec) (DynamicDisk, error) {
 	d := j.d
 	size := s.sizeMiB
@@ -347,7 +354,7 @@ func (j *job) createDisk(s diskSpec) (DynamicDisk, error) {
 		err = j.update(func(tx store.Tx) error { return tx.Insert(store.DynamicDisks, s.name, dd) })
 	}
 	if err != nil {
-		if ref {
+		if ref || s.cleanUp {
 			// Delete what we made rather than leak it.
 			if derr := d.cfg.CPI.DeleteDisk(j.cpiCtx(0), cid); derr != nil && !errors.Is(derr, cpiv2.ErrDiskNotFound) {
 				j.debugf("delete_disk %s after failed record: %v", cid, derr)

@@ -18,8 +18,10 @@ type Knobs struct {
 	// NoDiskNameLock (races a, b): provide, create, attach, detach and
 	// delete take no lock on the disk name. Two concurrent provides of one
 	// new name both call create_disk and the loser's IaaS disk leaks (the
-	// insert of the second row fails and nothing deletes the disk); two
-	// provides of one unattached disk to two VMs both call attach_disk.
+	// insert of the second row fails and nothing deletes the disk; two
+	// creates both call create_disk too, but the loser deletes its disk, as
+	// upstream's create job does); two provides of one unattached disk to
+	// two VMs both call attach_disk.
 	// Reference: the disk-name lock serialises every job on a name and a
 	// create whose row insert fails deletes the disk it made.
 	NoDiskNameLock bool
