@@ -48,8 +48,8 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, p Principal) error
 // {"code": 600000, "description": "Require one of the scopes: …"}.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern string, perm Permission, h handlerFunc) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	wrap := func(perm Permission, h handlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
 			p, err := a.auth.authenticate(r)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Basic realm="BOSH Director"`)
@@ -76,8 +76,9 @@ func (a *API) Handler() http.Handler {
 				}
 				writeError(w, err)
 			}
-		})
+		}
 	}
+	route := func(pattern string, perm Permission, h handlerFunc) { mux.HandleFunc(pattern, wrap(perm, h)) }
 	mux.HandleFunc("GET /info", a.info)
 	mux.HandleFunc("POST /oauth/token", a.token)
 
@@ -110,7 +111,41 @@ func (a *API) Handler() http.Handler {
 	route("GET /disks", PermRead, a.orphanedDisks)
 	route("DELETE /disks/{cid}", PermAdmin, a.deleteOrphan)
 	route("GET /locks", PermRead, jsonGet(a.d.Locks))
+	// Anything else: upstream mounts one Sinatra controller per path prefix
+	// (api/route_configuration.rb). Under a mounted prefix the controller's
+	// before filter authenticates first (401), then its not_found answers
+	// 404 "Endpoint '<path>' not found." (base_controller.rb:63, :90), for
+	// an unknown method as for an unknown path; under no prefix Rack's
+	// URLMap answers 404 "Not Found: <path>" without authenticating.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		seg, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		if !upstreamMounts[seg] {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = fmt.Fprintf(w, "Not Found: %s", r.URL.Path)
+			return
+		}
+		wrap("", func(w http.ResponseWriter, r *http.Request, _ Principal) error {
+			w.Header().Set("Content-Type", "text/html;charset=utf-8")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = fmt.Fprintf(w, "Endpoint '%s' not found.", r.URL.Path)
+			return nil
+		})(w, r)
+	})
 	return mux
+}
+
+// upstreamMounts are the path prefixes upstream's Director mounts a
+// controller at (api/route_configuration.rb @96f9135).
+var upstreamMounts = map[string]bool{}
+
+func init() {
+	for _, p := range strings.Fields(`cleanup cloud_configs runtime_configs cpi_configs configs deployments
+		deployment_configs disks director dynamic_disks networks orphan_disks orphaned_vms info locks packages
+		releases resources resurrection stemcells stemcell_uploads task tasks events vms jobs link_providers
+		link_consumers link_address links deployed_variables`) {
+		upstreamMounts[p] = true
+	}
 }
 
 // errServerError makes a handler answer 500 with an empty body, as

@@ -156,17 +156,21 @@ func (j *job) ensureAttached(req ProvideRequest, mayCreate bool) (any, error) {
 	if exists && dd.State != DiskReady {
 		return nil, conflict("dynamic disk %q is %s (task %d)", dd.Name, dd.State, dd.TaskID)
 	}
+	// As upstream's attach (attach_dynamic_disk.rb:30-50): a disk on
+	// another VM is refused first, then one of another AZ, deployment or
+	// CPI; provide checks only the VM.
+	if exists && dd.Attached() && dd.VMCID != vm.CID {
+		if mayCreate {
+			return nil, fmt.Errorf("disk is attached to a different vm `%s`: %w", dd.VMCID, ErrDiskAttachedElsewhere)
+		}
+		return nil, fmt.Errorf("disk `%s` is already attached to a different vm `%s`: %w", dd.Name, dd.VMCID, ErrDiskAttachedElsewhere)
+	}
 	if exists && !mayCreate {
 		if err := checkAttachable(dd, inst, vm); err != nil {
 			return nil, err
 		}
 	}
 	switch {
-	case exists && dd.Attached() && dd.VMCID != vm.CID:
-		if mayCreate {
-			return nil, fmt.Errorf("disk is attached to a different vm `%s`: %w", dd.VMCID, ErrDiskAttachedElsewhere)
-		}
-		return nil, fmt.Errorf("disk `%s` is already attached to a different vm `%s`: %w", dd.Name, dd.VMCID, ErrDiskAttachedElsewhere)
 	case exists && dd.Attached():
 		j.debugf("disk %s already attached to %s: idempotent", dd.CID, vm.CID)
 	case exists:
@@ -381,13 +385,17 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 	var hint cpiv2.DiskHint
 	vmCID, diskCID := cpiv2.MustCID[cpiv2.VMKind](vm.CID), cpiv2.MustCID[cpiv2.DiskKind](dd.CID)
 	err := j.step("Attaching disk", fmt.Sprintf("%s to %s", dd.CID, vm.CID), func() error {
-		return j.vmCall(inst.ID, func() error {
+		err := j.vmCall(inst.ID, func() error {
 			return j.settle("attach_disk", func() error {
 				var err error
 				hint, err = d.cfg.CPI.AttachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
 				return err
 			})
 		})
+		if err == nil && hint.IsZero() && j.knobs().AttachWithoutHintUnrecorded {
+			err = fmt.Errorf("%w: attach_disk returned none (CPI api_version 1)", cpiv2.ErrNoDiskHint)
+		}
+		return err
 	})
 	if err != nil {
 		if ref {
@@ -597,7 +605,7 @@ func (j *job) detach(dd *DynamicDisk, unlink bool) error {
 				return d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](dd.VMCID),
 					cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
 			})
-			if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) {
+			if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) && !j.knobs().DetachVMNotFoundFails {
 				j.debugf("detach_disk %s: %v: treated as detached", dd.CID, err)
 				return nil
 			}
@@ -661,10 +669,10 @@ func (j *job) deleteDiskLocked(dd *DynamicDisk) error {
 		}
 		err := j.step("Deleting disk", dd.CID, func() error {
 			if j.knobs().DeleteChecksHasDisk {
+				// As upstream, any has_disk error (NotImplemented included)
+				// and any delete_disk error (DiskNotFound included) fails
+				// the task.
 				has, err := d.cfg.CPI.HasDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
-				if errors.Is(err, cpiv2.ErrNotImplemented) {
-					has, err = true, nil // the CPI cannot tell: delete it
-				}
 				if err != nil {
 					return fmt.Errorf("has_disk %s: %w", dd.CID, err)
 				}
@@ -676,7 +684,7 @@ func (j *job) deleteDiskLocked(dd *DynamicDisk) error {
 			err := j.settle("delete_disk", func() error {
 				return d.cfg.CPI.DeleteDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
 			})
-			if errors.Is(err, cpiv2.ErrDiskNotFound) {
+			if errors.Is(err, cpiv2.ErrDiskNotFound) && !j.knobs().DeleteChecksHasDisk {
 				j.debugf("delete_disk %s: already gone", dd.CID)
 				return nil
 			}

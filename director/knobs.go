@@ -79,9 +79,23 @@ type Knobs struct {
 	DeleteVMKeepsDisksAttached bool
 	// DeleteChecksHasDisk: DELETE /dynamic_disks/:name calls has_disk and
 	// then delete_disk only when it answered true (upstream
-	// delete_dynamic_disk.rb). Reference: delete_disk alone, DiskNotFound
-	// taken as done, so no window opens between the two calls.
+	// delete_dynamic_disk.rb:23); any error of either call fails the task,
+	// has_disk's NotImplemented and delete_disk's DiskNotFound included.
+	// Reference: delete_disk alone, DiskNotFound taken as done, so no window
+	// opens between the two calls.
 	DeleteChecksHasDisk bool
+	// DetachVMNotFoundFails: a VMNotFound from detach_disk fails the
+	// detach, as upstream's detach job rescues only DiskNotAttached
+	// (detach_dynamic_disk.rb:35); the record keeps the attachment.
+	// Reference: a VM that is gone holds no disk, so the disk is detached.
+	DetachVMNotFoundFails bool
+	// AttachWithoutHintUnrecorded: an attach_disk answering no hint (a CPI
+	// of api_version 1) fails before the attachment is recorded, as
+	// upstream's ExternalCpiResponseWrapper raises "No disk_hint" inside the
+	// VM lock (clouds/external_cpi_response_wrapper.rb:41): the IaaS holds
+	// an attachment the director does not know. Reference: the attachment
+	// is recorded, then the task fails at the link, which needs a hint.
+	AttachWithoutHintUnrecorded bool
 	// DiskScopesCannotReadTasks: a token holding only dynamic-disk scopes
 	// gets 401 on GET /tasks/:id (upstream tasks_controller.rb needs
 	// bosh.read or admin). Reference: it may read the tasks it queued, so a
@@ -164,6 +178,8 @@ func Profile(name string) (Knobs, error) {
 			TrustCPIErrors:                  true,
 			DeleteVMKeepsDisksAttached:      true,
 			DeleteChecksHasDisk:             true,
+			DetachVMNotFoundFails:           true,
+			AttachWithoutHintUnrecorded:     true,
 			DiskScopesCannotReadTasks:       true,
 			AnyDiskName:                     true,
 			MalformedJSONServerError:        true,

@@ -1,10 +1,14 @@
 package director_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/fakeiaas"
 )
@@ -47,5 +51,193 @@ func TestAPIListUnsetFieldsAsUpstream(t *testing.T) {
 		InstanceID: inst.ID, Metadata: map[string]any{"k": "v"}}))
 	if n := a.history(fakeiaas.OpSetDiskMetadata, ""); n != 1 {
 		t.Errorf("new metadata called set_disk_metadata %d times; want 1", n)
+	}
+}
+
+// scriptedCPI answers chosen disk calls with a chosen error (nil: the
+// wrapped CPI answers) and can drop attach_disk's hint.
+type scriptedCPI struct {
+	director.CPI
+	mu                             sync.Mutex
+	hasDisk, deleteDisk, detachErr error
+	noHint                         bool
+}
+
+func (c *scriptedCPI) get(p *error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return *p
+}
+
+func (c *scriptedCPI) HasDisk(ctx context.Context, cid cpiv2.DiskCID) (bool, error) {
+	if err := c.get(&c.hasDisk); err != nil {
+		return false, err
+	}
+	return c.CPI.HasDisk(ctx, cid)
+}
+
+func (c *scriptedCPI) DeleteDisk(ctx context.Context, cid cpiv2.DiskCID) error {
+	if err := c.get(&c.deleteDisk); err != nil {
+		return err
+	}
+	return c.CPI.DeleteDisk(ctx, cid)
+}
+
+func (c *scriptedCPI) DetachDisk(ctx context.Context, vm cpiv2.VMCID, cid cpiv2.DiskCID) error {
+	if err := c.get(&c.detachErr); err != nil {
+		return err
+	}
+	return c.CPI.DetachDisk(ctx, vm, cid)
+}
+
+func (c *scriptedCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, cid cpiv2.DiskCID) (cpiv2.DiskHint, error) {
+	h, err := c.CPI.AttachDisk(ctx, vm, cid)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.noHint {
+		h = cpiv2.DiskHint{}
+	}
+	return h, err
+}
+
+func scripted(k director.Knobs) (*scriptedCPI, worldOpts) {
+	c := &scriptedCPI{}
+	return c, worldOpts{knobs: k, configure: func(cfg *director.Config) { c.CPI = cfg.CPI; cfg.CPI = c }}
+}
+
+// Under DeleteChecksHasDisk, as upstream's delete job: has_disk's
+// NotImplemented and delete_disk's DiskNotFound fail the task and the
+// record stays; the reference deletes without has_disk and takes
+// DiskNotFound as done.
+func TestKnobDeleteChecksHasDiskTakesErrorsAtTheirWord(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		hasDisk, deleteErr error
+	}{
+		{"has_disk NotImplemented", cpiv2.NewError(cpiv2.TypeNotImplemented, "has_disk"), nil},
+		{"delete_disk DiskNotFound", nil, cpiv2.NewError(cpiv2.TypeDiskNotFound, "gone")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bothWays(t, func(k *director.Knobs) { k.DeleteChecksHasDisk = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+				cpi, o := scripted(k)
+				w := newWorld(t, o)
+				w.done(w.provide("d", 0))
+				w.done(w.d.DetachDynamicDisk("admin", "d"))
+				cpi.mu.Lock()
+				cpi.hasDisk, cpi.deleteDisk = tc.hasDisk, tc.deleteErr
+				cpi.mu.Unlock()
+				id, err := w.d.DeleteDynamicDisk("admin", "d")
+				if upstream {
+					task := w.failed(id, err)
+					if _, recorded := w.disk("d"); !recorded {
+						t.Fatalf("upstream: the delete failed (%s) but the record is gone", task.Error)
+					}
+					return
+				}
+				// The reference never calls has_disk, and takes DiskNotFound
+				// as done.
+				if w.done(id, err); func() bool { _, ok := w.disk("d"); return ok }() {
+					t.Fatal("reference: the record survived its delete")
+				}
+			})
+		})
+	}
+}
+
+// Under DetachVMNotFoundFails a detach_disk answering VMNotFound fails the
+// detach and the record keeps the attachment (upstream rescues only
+// DiskNotAttached); the reference takes it as detached. DiskNotAttached is
+// detached either way.
+func TestKnobDetachVMNotFoundFails(t *testing.T) {
+	bothWays(t, func(k *director.Knobs) { k.DetachVMNotFoundFails = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+		cpi, o := scripted(k)
+		w := newWorld(t, o)
+		w.done(w.provide("d", 0))
+		cpi.mu.Lock()
+		cpi.detachErr = cpiv2.NewError(cpiv2.TypeVMNotFound, "no such VM")
+		cpi.mu.Unlock()
+		id, err := w.d.DetachDynamicDisk("admin", "d")
+		if upstream {
+			task := w.failed(id, err)
+			if dd, _ := w.disk("d"); !dd.Attached() || !strings.Contains(task.Error, "no such VM") {
+				t.Fatalf("upstream: detach failed with %q, record attached %v; want VMNotFound's failure, still attached", task.Error, dd.Attached())
+			}
+		} else if w.done(id, err); func() bool { dd, _ := w.disk("d"); return dd.Attached() }() {
+			t.Fatal("reference: VMNotFound left the disk recorded as attached")
+		}
+		if upstream {
+			cpi.mu.Lock()
+			cpi.detachErr = cpiv2.NewError(cpiv2.TypeDiskNotAttached, "not attached")
+			cpi.mu.Unlock()
+			w.done(w.d.DetachDynamicDisk("admin", "d"))
+			if dd, _ := w.disk("d"); dd.Attached() {
+				t.Fatal("upstream: DiskNotAttached left the disk recorded as attached")
+			}
+		}
+	})
+}
+
+// Under AttachWithoutHintUnrecorded an attach_disk without a hint fails the
+// task before the attachment is recorded (upstream's "No disk_hint"); the
+// reference records it, then fails at the link. Either way no agent link
+// is made.
+func TestKnobAttachWithoutHintUnrecorded(t *testing.T) {
+	bothWays(t, func(k *director.Knobs) { k.AttachWithoutHintUnrecorded, k.NoDiskNameLock = true, true }, func(t *testing.T, upstream bool, k director.Knobs) {
+		cpi, o := scripted(k)
+		w := newWorld(t, o)
+		w.done(w.provide("d", 0))
+		dd, _ := w.disk("d")
+		w.done(w.d.DetachDynamicDisk("admin", "d"))
+		cpi.mu.Lock()
+		cpi.noHint = true
+		cpi.mu.Unlock()
+		task := w.failed(w.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: "d", InstanceID: w.insts[0].ID}))
+		if !strings.Contains(task.Error, "No disk_hint") {
+			t.Errorf("attach without a hint failed with %q; want No disk_hint", task.Error)
+		}
+		got, _ := w.disk("d")
+		if upstream == got.Attached() {
+			t.Errorf("record attached = %v; want %v", got.Attached(), !upstream)
+		}
+		if w.linked(w.instance(0).VMCID, dd.CID) {
+			t.Error("the agent linked a disk attached without a hint")
+		}
+	})
+}
+
+// Attach refuses a disk on another VM before it looks at AZs (upstream's
+// order), so a disk attached elsewhere in another AZ is refused as
+// attached elsewhere.
+func TestAttachChecksOtherVMFirst(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	w.done(w.provide("d", 0))
+	task := w.failed(w.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: "d", InstanceID: w.insts[1].ID}))
+	if want := "disk `d` is already attached to a different vm `" + w.instance(0).VMCID + "`"; !strings.HasPrefix(task.Error, want) {
+		t.Fatalf("attach to a VM in another AZ of a disk attached elsewhere: %q; want %q", task.Error, want)
+	}
+}
+
+// Unknown routes answer as upstream's: under a mounted controller's prefix
+// the credentials are checked first (401), then 404 "Endpoint '…' not
+// found." for an unknown path or method; elsewhere Rack's "Not Found".
+func TestAPIUnknownRoutesAsUpstream(t *testing.T) {
+	a := newAPIWorld(t, worldOpts{noDeploy: true})
+	tok := a.token(t)
+	for _, c := range []struct {
+		tok, method, path string
+		status            int
+		body              string
+	}{
+		{"", "GET", "/dynamic_disks/x/bogus", 401, "Not authorized: '/dynamic_disks/x/bogus'\n"},
+		{tok, "GET", "/dynamic_disks/x/bogus", 404, "Endpoint '/dynamic_disks/x/bogus' not found."},
+		{"", "PUT", "/dynamic_disks", 401, "Not authorized: '/dynamic_disks'\n"},
+		{tok, "PUT", "/dynamic_disks", 404, "Endpoint '/dynamic_disks' not found."},
+		{tok, "DELETE", "/tasks/1", 404, "Endpoint '/tasks/1' not found."},
+		{"", "GET", "/nowhere", 404, "Not Found: /nowhere"},
+	} {
+		status, b := a.call(t, c.tok, route{method: c.method, path: c.path})
+		if status != c.status || string(b) != c.body {
+			t.Errorf("%s %s (token %v) = %d %q; want %d %q", c.method, c.path, c.tok != "", status, b, c.status, c.body)
+		}
 	}
 }
