@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -409,26 +410,78 @@ func (a *API) deleteDisk(w http.ResponseWriter, r *http.Request, p Principal) er
 	return a.redirectTask(w, id, err)
 }
 
-// TaskView is a task as the API shows it (upstream's shape).
+// TaskView is a task as the API shows it, in upstream's shape
+// (api/task_manager.rb task_to_hash: id, state, description, timestamp,
+// started_at, result, user, deployment, context_id; started_at and
+// deployment null when unset) and cpilab's additions type, queue and
+// result_output. cpilab records no context id: context_id is always "", as
+// upstream's for a request without X-Bosh-Context-Id.
 type TaskView struct {
+	ID          int64
+	State       TaskState
+	Description string
+	Timestamp   int64
+	StartedAt   int64  // 0: not started (null)
+	Result      string // the job's message, or its error (upstream)
+	User        string
+	Deployment  string // "": none (null)
+	ContextID   string
+	Type        string
+	Queue       string
+	Output      json.RawMessage // cpilab: the task's result file, inline
+}
+
+type taskJSON struct {
 	ID          int64           `json:"id"`
 	State       TaskState       `json:"state"`
 	Description string          `json:"description"`
 	Timestamp   int64           `json:"timestamp"`
-	StartedAt   int64           `json:"started_at,omitempty"`
-	Result      string          `json:"result"` // the job's message, or its error (upstream)
+	StartedAt   *int64          `json:"started_at"`
+	Result      string          `json:"result"`
 	User        string          `json:"user"`
-	Deployment  string          `json:"deployment,omitempty"`
+	Deployment  *string         `json:"deployment"`
+	ContextID   string          `json:"context_id"`
 	Type        string          `json:"type"`
 	Queue       string          `json:"queue"`
-	Output      json.RawMessage `json:"result_output,omitempty"` // cpilab: the task's result file, inline
+	Output      json.RawMessage `json:"result_output,omitempty"`
 }
 
-func taskView(t Task) TaskView {
+// MarshalJSON writes upstream's shape: null started_at and deployment
+// when unset.
+func (v TaskView) MarshalJSON() ([]byte, error) {
+	j := taskJSON{ID: v.ID, State: v.State, Description: v.Description, Timestamp: v.Timestamp, Result: v.Result,
+		User: v.User, Deployment: strPtr(v.Deployment), ContextID: v.ContextID, Type: v.Type, Queue: v.Queue, Output: v.Output}
+	if v.StartedAt != 0 {
+		j.StartedAt = &v.StartedAt
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads upstream's shape (and cpilab's).
+func (v *TaskView) UnmarshalJSON(b []byte) error {
+	var j taskJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*v = TaskView{ID: j.ID, State: j.State, Description: j.Description, Timestamp: j.Timestamp, Result: j.Result,
+		User: j.User, ContextID: j.ContextID, Type: j.Type, Queue: j.Queue, Output: j.Output}
+	if j.StartedAt != nil {
+		v.StartedAt = *j.StartedAt
+	}
+	if j.Deployment != nil {
+		v.Deployment = *j.Deployment
+	}
+	return nil
+}
+
+func (a *API) taskView(t Task) TaskView {
 	v := TaskView{ID: t.ID, State: t.State, Description: t.Description, Timestamp: t.CreatedAt.Unix(),
 		Result: t.Message, User: t.User, Deployment: t.Deployment, Type: t.Type, Queue: t.Queue, Output: t.Result}
 	if t.State == TaskError || t.State == TaskCancelled || t.State == TaskTimeout {
 		v.Result = t.Error
+	}
+	if a.d.cfg.Knobs.TruncateTaskResult {
+		v.Result = truncateResult(v.Result)
 	}
 	if !t.StartedAt.IsZero() {
 		v.StartedAt = t.StartedAt.Unix()
@@ -436,15 +489,63 @@ func taskView(t Task) TaskView {
 	return v
 }
 
+// truncateResult is upstream's JobRunner#truncate (job_runner.rb:134):
+// the stripped text cut to 129 characters and, when longer than 128, its
+// last (partial) word and the blanks before it replaced by "...".
+func truncateResult(s string) string {
+	r := []rune(strings.TrimSpace(s))
+	if len(r) <= resultLen {
+		return string(r)
+	}
+	return lastWord.ReplaceAllString(string(r[:resultLen+1]), "") + "..."
+}
+
+const resultLen = 128
+
+var lastWord = regexp.MustCompile(`\s+?(\S+)?$`)
+
+// verboseTypes are the task types GET /tasks shows by default under
+// TaskListAsUpstream (tasks_controller.rb:36, verbose 1): upstream's list,
+// and cpilab's deploy and upload_stemcell, its update_deployment and
+// update_stemcell. Disk tasks are not among them.
+var verboseTypes = map[string]bool{}
+
+func init() {
+	for _, t := range strings.Fields(`attach_disk create_snapshot delete_deployment delete_release delete_snapshot
+		delete_stemcell run_errand snapshot_deployment update_instance update_deployment update_release
+		update_stemcell export_release deploy upload_stemcell`) {
+		verboseTypes[t] = true
+	}
+}
+
+// listTasks is GET /tasks?state=a,b&deployment=d&limit=n&verbose=1|2,
+// newest first. verbose 1 shows only verboseTypes; 2 every task.
+// Reference: verbose 2 and limit 100 by default, a limit outside 1 to
+// MaxTaskListLimit refused. TaskListAsUpstream: verbose 1 and no limit by
+// default, a limit below 1 (or not a number: Ruby's to_i) taken as 1.
 func (a *API) listTasks(w http.ResponseWriter, r *http.Request, _ Principal) error {
 	q := r.URL.Query()
-	limit := 100
+	upstream := a.d.cfg.Knobs.TaskListAsUpstream
+	limit, verbose := 100, "2"
+	if upstream {
+		limit, verbose = 0, "1"
+	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxTaskListLimit {
+		switch {
+		case upstream:
+			n = rubyToI(s)
+			if n < 1 {
+				n = 1
+			}
+			n = min(n, MaxTaskListLimit)
+		case err != nil || n < 1 || n > MaxTaskListLimit:
 			return badField("limit", "must be an integer from 1 to %d; got %q", MaxTaskListLimit, s)
 		}
 		limit = n
+	}
+	if s := q.Get("verbose"); s != "" {
+		verbose = s
 	}
 	states := map[string]bool{}
 	for _, s := range strings.Split(q.Get("state"), ",") {
@@ -453,18 +554,40 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, _ Principal) err
 		}
 	}
 	dep := q.Get("deployment")
+	ctxID, byContext := q["context_id"]
 	tasks, err := a.d.Tasks(limit, func(t *Task) bool {
-		return (len(states) == 0 || states[string(t.State)]) && (dep == "" || t.Deployment == dep)
+		return (len(states) == 0 || states[string(t.State)]) && (dep == "" || t.Deployment == dep) &&
+			(verbose != "1" || verboseTypes[t.Type]) && (!byContext || ctxID[0] == "")
 	})
 	if err != nil {
 		return err
 	}
 	out := make([]TaskView, 0, len(tasks))
 	for _, t := range tasks {
-		out = append(out, taskView(t))
+		out = append(out, a.taskView(t))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// rubyToI is Ruby's String#to_i: the leading integer, else 0.
+func rubyToI(s string) int {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	end := 0
+	if end < len(s) && (s[end] == '-' || s[end] == '+') {
+		end++
+	}
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+	}
+	n, err := strconv.Atoi(s[:end])
+	if err != nil {
+		if end > 1 && s[0] != '-' {
+			return MaxTaskListLimit // too many digits: as many as allowed
+		}
+		return 0
+	}
+	return n
 }
 
 // readableTask loads a task the caller may read: readers see every task; a
@@ -500,18 +623,33 @@ func (a *API) getTask(w http.ResponseWriter, r *http.Request, p Principal) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, taskView(t))
+	writeJSON(w, http.StatusOK, a.taskView(t))
 	return nil
 }
 
-// taskOutput is GET /tasks/:id/output?type=event|debug|result: the event
-// log as one JSON object per line, the debug log as text, or the result.
+// taskOutput is GET /tasks/:id/output?type=event|debug|cpi|result|none:
+// the event log as one JSON object per line, the debug log as text, or the
+// result. As upstream (tasks_controller.rb:123): the type defaults to
+// debug, none answers 204, and so does cpi (cpilab keeps no separate CPI
+// log; upstream answers 204 for a log file that is absent). Under
+// TaskDebugNeedsAdmin debug and cpi need admin (tasks_controller.rb:18).
 func (a *API) taskOutput(w http.ResponseWriter, r *http.Request, p Principal) error {
+	typ := r.URL.Query().Get("type")
+	if typ == "" {
+		typ = "debug"
+	}
 	t, err := a.readableTask(r, p)
 	if err != nil {
 		return err
 	}
-	switch typ := r.URL.Query().Get("type"); typ {
+	if (typ == "debug" || typ == "cpi") && a.d.cfg.Knobs.TaskDebugNeedsAdmin {
+		if sets := expectedScopes(PermAdmin, a.d.UUID()); !p.granted(sets) {
+			return scopeError(sets)
+		}
+	}
+	switch typ {
+	case "none", "cpi":
+		w.WriteHeader(http.StatusNoContent)
 	case "event":
 		w.Header().Set("Content-Type", "text/plain")
 		enc := json.NewEncoder(w)
@@ -524,13 +662,13 @@ func (a *API) taskOutput(w http.ResponseWriter, r *http.Request, p Principal) er
 		for _, l := range t.Debug {
 			_, _ = io.WriteString(w, l+"\n")
 		}
-	case "result", "":
+	case "result":
 		w.Header().Set("Content-Type", "text/plain")
 		if len(t.Result) > 0 {
 			_, _ = w.Write(append(t.Result, '\n'))
 		}
 	default:
-		return badField("type", "must be event, debug or result; got %q", typ)
+		return badField("type", "must be event, debug, cpi, result or none; got %q", typ)
 	}
 	return nil
 }

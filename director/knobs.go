@@ -96,6 +96,20 @@ type Knobs struct {
 	// an attachment the director does not know. Reference: the attachment
 	// is recorded, then the task fails at the link, which needs a hint.
 	AttachWithoutHintUnrecorded bool
+	// TruncateTaskResult: a task's result field is cut to 128 characters
+	// at a word boundary, "..." appended (upstream job_runner.rb:134).
+	// Reference: the whole message, so a client sees the full error.
+	TruncateTaskResult bool
+	// TaskDebugNeedsAdmin: GET /tasks/:id/output?type=debug (the default
+	// type) and type=cpi need admin (upstream tasks_controller.rb:18).
+	// Reference: whoever may read the task may read its debug log.
+	TaskDebugNeedsAdmin bool
+	// TaskListAsUpstream: GET /tasks shows by default only upstream's
+	// verbose-1 task types (no disk task), has no default limit, and takes
+	// a limit below 1 or not a number as 1 (tasks_controller.rb:36-62).
+	// Reference: every task by default (verbose=1 filters), at most 100,
+	// and a limit outside 1..MaxTaskListLimit is refused with 400.
+	TaskListAsUpstream bool
 	// DiskScopesCannotReadTasks: a token holding only dynamic-disk scopes
 	// gets 401 on GET /tasks/:id (upstream tasks_controller.rb needs
 	// bosh.read or admin). Reference: it may read the tasks it queued, so a
@@ -180,6 +194,9 @@ func Profile(name string) (Knobs, error) {
 			DeleteChecksHasDisk:             true,
 			DetachVMNotFoundFails:           true,
 			AttachWithoutHintUnrecorded:     true,
+			TruncateTaskResult:              true,
+			TaskDebugNeedsAdmin:             true,
+			TaskListAsUpstream:              true,
 			DiskScopesCannotReadTasks:       true,
 			AnyDiskName:                     true,
 			MalformedJSONServerError:        true,

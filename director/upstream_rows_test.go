@@ -241,3 +241,117 @@ func TestAPIUnknownRoutesAsUpstream(t *testing.T) {
 		}
 	}
 }
+
+// Task JSON has upstream's keys: context_id, and started_at and deployment
+// null when unset.
+func TestAPITaskJSONAsUpstream(t *testing.T) {
+	a := newAPIWorld(t, worldOpts{knobs: director.Knobs{ZeroDynamicDiskWorkers: true}})
+	id, err := a.provide("queued", 0) // no dynamic_disks worker: stays queued
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, b := a.call(t, a.token(t), route{method: "GET", path: "/tasks/" + itoa(int(id))})
+	var raw map[string]json.RawMessage
+	if status != http.StatusOK || json.Unmarshal(b, &raw) != nil {
+		t.Fatalf("GET /tasks/%d = %d %s", id, status, b)
+	}
+	for k, want := range map[string]string{"started_at": "null", "context_id": `""`, "state": `"queued"`} {
+		if string(raw[k]) != want {
+			t.Errorf("queued task: %s = %s; want %s (%s)", k, raw[k], want, b)
+		}
+	}
+	status, b = a.call(t, a.token(t), route{method: "GET", path: "/tasks"})
+	var all []map[string]json.RawMessage
+	if status != http.StatusOK || json.Unmarshal(b, &all) != nil {
+		t.Fatalf("GET /tasks = %d %s", status, b)
+	}
+	nullDep, namedDep := false, false
+	for _, task := range all {
+		nullDep = nullDep || string(task["deployment"]) == "null"
+		namedDep = namedDep || strings.HasPrefix(string(task["deployment"]), `"`)
+		if _, ok := task["started_at"]; !ok {
+			t.Errorf("task without started_at: %s", task["id"])
+		}
+	}
+	if !nullDep || !namedDep {
+		t.Errorf("GET /tasks: want tasks with a null and with a named deployment: %s", b)
+	}
+	// The client reads the shape back.
+	tv, err := a.client(t, "admin", director.ScopeAdmin).Task(context.Background(), id)
+	if err != nil || tv.ID != id || tv.StartedAt != 0 || tv.State != director.TaskQueued {
+		t.Fatalf("client Task(%d) = %+v, %v", id, tv, err)
+	}
+}
+
+// Task output: the type defaults to debug, none and cpi answer 204; under
+// TaskDebugNeedsAdmin a reader may not read debug but may read events.
+// TruncateTaskResult cuts a long result as upstream.
+func TestAPITaskOutputAsUpstream(t *testing.T) {
+	for _, upstream := range []bool{false, true} {
+		a := newAPIWorld(t, worldOpts{knobs: director.Knobs{TaskDebugNeedsAdmin: upstream, TruncateTaskResult: upstream}})
+		long := strings.Repeat("n", 200)
+		task := a.failed(a.d.AttachDynamicDisk("admin", director.AttachRequest{DiskName: long, InstanceID: a.insts[0].ID}))
+		id := itoa(int(task.ID))
+		admin := a.token(t)
+		reader, _, _ := a.auth.Issue(director.Principal{Name: "reader", Scopes: []string{director.ScopeRead}})
+		for _, c := range []struct {
+			tok, query string
+			status     int
+		}{
+			{admin, "", 200}, {admin, "?type=none", 204}, {admin, "?type=cpi", 204}, {admin, "?type=event", 200},
+			{reader, "?type=event", 200}, {reader, "", map[bool]int{false: 200, true: 401}[upstream]},
+			{reader, "?type=debug", map[bool]int{false: 200, true: 401}[upstream]},
+		} {
+			status, b := a.call(t, c.tok, route{method: "GET", path: "/tasks/" + id + "/output" + c.query})
+			if status != c.status || c.status == 204 && len(b) != 0 {
+				t.Errorf("upstream %v: output%s as %s = %d %q; want %d", upstream, c.query, map[bool]string{true: "admin", false: "reader"}[c.tok == admin], status, b, c.status)
+			}
+			if c.query == "" && c.tok == admin && !strings.Contains(string(b), "attach_dynamic_disk") && !strings.Contains(string(b), long) {
+				t.Errorf("upstream %v: the default output is not the debug log: %q", upstream, b)
+			}
+		}
+		tv, err := a.client(t, "admin", director.ScopeAdmin).Task(context.Background(), task.ID)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case upstream && (len([]rune(tv.Result)) > 131 || !strings.HasSuffix(tv.Result, "...")):
+			t.Errorf("upstream: result %q not truncated to 128 characters and ...", tv.Result)
+		case !upstream && !strings.Contains(tv.Result, long):
+			t.Errorf("reference: result %q lost the message", tv.Result)
+		}
+	}
+}
+
+// GET /tasks under TaskListAsUpstream hides disk tasks unless verbose=2,
+// has no default limit, and takes limit=0 (or a word) as 1; the reference
+// lists every task and refuses limit=0.
+func TestAPITaskListAsUpstream(t *testing.T) {
+	for _, upstream := range []bool{false, true} {
+		a := newAPIWorld(t, worldOpts{knobs: director.Knobs{TaskListAsUpstream: upstream}})
+		a.done(a.provide("d1", 0))
+		a.done(a.provide("d2", 1))
+		count := func(query string) (int, bool) {
+			status, b := a.call(t, a.token(t), route{method: "GET", path: "/tasks" + query})
+			var all []map[string]any
+			if status != http.StatusOK || json.Unmarshal(b, &all) != nil {
+				return status, false
+			}
+			disks := false
+			for _, task := range all {
+				disks = disks || task["type"] == "provide_dynamic_disk"
+			}
+			return len(all), disks
+		}
+		n2, disks2 := count("?verbose=2")
+		n1, disks1 := count("")
+		if !disks2 || upstream == disks1 || upstream && n1 >= n2 || !upstream && n1 != n2 {
+			t.Errorf("upstream %v: default %d tasks (disk tasks %v), verbose=2 %d (disk tasks %v)", upstream, n1, disks1, n2, disks2)
+		}
+		for _, q := range []string{"?verbose=2&limit=0", "?verbose=2&limit=abc"} {
+			n, _ := count(q)
+			if upstream && n != 1 || !upstream && n != http.StatusBadRequest {
+				t.Errorf("upstream %v: GET /tasks%s = %d; want %v", upstream, q, n, map[bool]string{true: "1 task", false: "400"}[upstream])
+			}
+		}
+	}
+}
