@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxBody bounds request bodies (manifests, cloud configs, JSON): 4 MiB.
@@ -111,7 +112,7 @@ func (a *API) Handler() http.Handler {
 	route("DELETE /vms/{cid}", PermAdmin, a.deleteVM)
 	route("GET /disks", PermRead, a.orphanedDisks)
 	route("DELETE /disks/{cid}", PermAdmin, a.deleteOrphan)
-	route("GET /locks", PermRead, jsonGet(a.d.Locks))
+	route("GET /locks", PermRead, a.locks)
 	// Anything else: upstream mounts one Sinatra controller per path prefix
 	// (api/route_configuration.rb). Under a mounted prefix the controller's
 	// before filter authenticates first (401), then its not_found answers
@@ -134,6 +135,48 @@ func (a *API) Handler() http.Handler {
 		})(w, r)
 	})
 	return mux
+}
+
+// LockView is a lock as GET /locks lists it, in upstream's shape
+// (api/controllers/locks_controller.rb): the name's second part as type, the
+// rest as resource, the expiry as "<seconds>.<microseconds>" and the task
+// ID as a string; cpilab adds the name, the owner and the expiry as a time.
+type LockView struct {
+	Type      string    `json:"type"`
+	Resource  []string  `json:"resource"`
+	Timeout   string    `json:"timeout"`
+	TaskID    string    `json:"task_id"`
+	Name      string    `json:"name"`
+	Owner     string    `json:"owner"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// locks is GET /locks. As upstream, a lock that expired a minute ago or
+// more (6 × its 10 s renewal interval) is not listed.
+func (a *API) locks(w http.ResponseWriter, _ *http.Request, _ Principal) error {
+	recs, err := a.d.Locks()
+	if err != nil {
+		return err
+	}
+	cutoff := a.d.r.Now().Add(-time.Minute)
+	out := make([]LockView, 0, len(recs))
+	for _, l := range recs {
+		if !l.ExpiresAt.After(cutoff) {
+			continue
+		}
+		parts := strings.Split(l.Name, ":")
+		v := LockView{Resource: []string{}, Timeout: fmt.Sprintf("%d.%06d", l.ExpiresAt.Unix(), l.ExpiresAt.Nanosecond()/1000),
+			TaskID: strconv.FormatInt(l.TaskID, 10), Name: l.Name, Owner: l.Owner, ExpiresAt: l.ExpiresAt}
+		if len(parts) > 1 {
+			v.Type = parts[1]
+		}
+		if len(parts) > 2 {
+			v.Resource = parts[2:]
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // upstreamMounts are the path prefixes upstream's Director mounts a

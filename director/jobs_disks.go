@@ -385,7 +385,7 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 	var hint cpiv2.DiskHint
 	vmCID, diskCID := cpiv2.MustCID[cpiv2.VMKind](vm.CID), cpiv2.MustCID[cpiv2.DiskKind](dd.CID)
 	err := j.step("Attaching disk", fmt.Sprintf("%s to %s", dd.CID, vm.CID), func() error {
-		err := j.vmCall(inst.ID, func() error {
+		err := j.vmCall(vm.CID, func() error {
 			return j.settle("attach_disk", func() error {
 				var err error
 				hint, err = d.cfg.CPI.AttachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
@@ -600,7 +600,7 @@ func (j *job) detach(dd *DynamicDisk, unlink bool) error {
 		}
 	}
 	err = j.step("Detaching disk", fmt.Sprintf("%s from %s", dd.CID, dd.VMCID), func() error {
-		return j.vmCall(dd.InstanceID, func() error {
+		return j.vmCall(dd.VMCID, func() error {
 			err := j.settle("detach_disk", func() error {
 				return d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](dd.VMCID),
 					cpiv2.MustCID[cpiv2.DiskKind](dd.CID))

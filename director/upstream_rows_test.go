@@ -355,3 +355,38 @@ func TestAPITaskListAsUpstream(t *testing.T) {
 		}
 	}
 }
+
+// GET /locks lists upstream's {type, resource, timeout, task_id}; the VM
+// lock of a single attach_disk under VMLockPerCPICallOnly is named by the
+// VM CID as upstream's with_vm_lock, the reference's job-long one by the
+// instance.
+func TestAPILocksAsUpstream(t *testing.T) {
+	bothWays(t, func(k *director.Knobs) { k.VMLockPerCPICallOnly = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+		a := newAPIWorld(t, worldOpts{knobs: k})
+		rule := a.pauseRule(fakeiaas.OpAttachDisk, "")
+		id, err := a.provide("locked", 0)
+		waitFor(t, "attach_disk paused", func() bool { return a.ruleStatus(rule.ID).Paused == 1 })
+		status, b := a.call(t, a.token(t), route{method: "GET", path: "/locks"})
+		a.release(rule.ID)
+		a.done(id, err)
+		var locks []map[string]any
+		if status != http.StatusOK || json.Unmarshal(b, &locks) != nil {
+			t.Fatalf("GET /locks = %d %s", status, b)
+		}
+		want := a.insts[0].ID
+		if upstream {
+			want = a.instance(0).VMCID
+		}
+		found := false
+		for _, l := range locks {
+			res, _ := l["resource"].([]any)
+			timeout, _ := l["timeout"].(string)
+			if l["type"] == "vm" && len(res) == 1 && res[0] == want && l["task_id"] == itoa(int(id)) && strings.Contains(timeout, ".") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("GET /locks during attach_disk = %s; want a vm lock on %s held by task %d", b, want, id)
+		}
+	})
+}
