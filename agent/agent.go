@@ -68,6 +68,10 @@ type Config struct {
 	// CID before virtio's by-id look-up (agent.json
 	// Platform.Linux.DiskIDTransform*; see ResolverConfig).
 	DiskIDTransformPattern, DiskIDTransformReplacement string
+	// LunDeviceSymlinkPath, when set, puts a symlink-LUN resolver before
+	// DeviceResolver (agent.json Platform.Linux.LunDeviceSymlinkPath; see
+	// ResolverConfig).
+	LunDeviceSymlinkPath string
 	// SettingsFile, when set, is the guest path of a settings file the CPI
 	// writes into the VM, e.g. WardenSettingsFile for the Warden and Docker
 	// CPIs (bosh-agent's File settings source). The agent then reads that
@@ -303,10 +307,11 @@ func resolverConfig(cfg Config, fsRoot *vmroot.Root, stopped *rt.Event) Resolver
 		PollInterval:           cfg.DevicePollInterval,
 		LaxNames:               cfg.Knobs.LaxNames,
 		DiskIDTransformPattern: cfg.DiskIDTransformPattern, DiskIDTransformReplacement: cfg.DiskIDTransformReplacement,
-		Stopped: stopped,
+		LunDeviceSymlinkPath: cfg.LunDeviceSymlinkPath,
+		Stopped:              stopped,
 	}
 	if t := cfg.DeviceTimeout; t > 0 {
-		rc.Timeout, rc.SCSIIDTimeout, rc.SCSILunTimeout, rc.ISCSITimeout = t, t, t, t
+		rc.Timeout, rc.SCSIIDTimeout, rc.SCSILunTimeout, rc.ISCSITimeout, rc.SymlinkLunTimeout = t, t, t, t, t
 		rc.VirtioIDWait = min(t, DefaultVirtioIDTimeout)
 		rc.SCSIVolumeIDWait = max(t/DefaultSCSIVolumeIDRetries, time.Millisecond)
 	}

@@ -42,6 +42,9 @@ const (
 	DefaultSCSILunTimeout = 50 * time.Second
 	// DefaultISCSITimeout bounds the wait for an iSCSI multipath device (50 s).
 	DefaultISCSITimeout = 50 * time.Second
+	// DefaultSymlinkLunTimeout bounds the wait for the LUN symlink under
+	// LunDeviceSymlinkPath before the configured resolver is tried (50 s).
+	DefaultSymlinkLunTimeout = 50 * time.Second
 	// DefaultDevicePollInterval is the pause between polls (100 ms).
 	DefaultDevicePollInterval = 100 * time.Millisecond
 
@@ -120,6 +123,16 @@ type ResolverConfig struct {
 	SCSILunTimeout time.Duration
 	// ISCSITimeout bounds the wait for an iSCSI multipath device (default 50 s).
 	ISCSITimeout time.Duration
+	// LunDeviceSymlinkPath, when set, is a guest directory of symlinks named
+	// by LUN (Azure's "/dev/disk/azure/data/by-lun"; agent.json
+	// Platform.Linux.LunDeviceSymlinkPath). As bosh-agent's provider.go, the
+	// resolver of Type then becomes the fallback of a symlink-LUN resolver:
+	// <LunDeviceSymlinkPath>/<hint lun>, followed to an existing device,
+	// polled for up to SymlinkLunTimeout; no lun, or the time-out, falls back
+	// to Type's resolver.
+	LunDeviceSymlinkPath string
+	// SymlinkLunTimeout bounds the symlink-LUN look-up (default 50 s).
+	SymlinkLunTimeout time.Duration
 	// Stopped, when set, ends polling early with ErrStopped.
 	Stopped *rt.Event
 	// LaxNames uses hint paths and transformed IDs as bosh-agent does,
@@ -152,9 +165,27 @@ func NewResolver(cfg ResolverConfig) (Resolver, error) {
 	def(&cfg.SCSIVolumeIDWait, DefaultSCSIVolumeIDWait)
 	def(&cfg.SCSILunTimeout, DefaultSCSILunTimeout)
 	def(&cfg.ISCSITimeout, DefaultISCSITimeout)
+	def(&cfg.SymlinkLunTimeout, DefaultSymlinkLunTimeout)
 	if cfg.SCSIVolumeIDRetries <= 0 {
 		cfg.SCSIVolumeIDRetries = DefaultSCSIVolumeIDRetries
 	}
+	base, err := newTypeResolver(cfg)
+	if err != nil || cfg.LunDeviceSymlinkPath == "" {
+		return base, err
+	}
+	if cfg.Root == "" && cfg.FS == nil {
+		return nil, errors.New("agent: the symlink-LUN device path resolver (LunDeviceSymlinkPath) needs the VM root")
+	}
+	if !cfg.LaxNames {
+		if err := CheckGuestPath("LunDeviceSymlinkPath", cfg.LunDeviceSymlinkPath); err != nil {
+			return nil, err
+		}
+	}
+	return fallbackResolver{primary: symlinkLunResolver{poller{cfg: cfg}}, secondary: base}, nil
+}
+
+// newTypeResolver builds the resolver of cfg.Type (defaults applied).
+func newTypeResolver(cfg ResolverConfig) (Resolver, error) {
 	switch cfg.Type {
 	case ResolverVirtio, ResolverSCSI, ResolverISCSI, ResolverMapped:
 	default:
@@ -548,4 +579,44 @@ func (i iscsiResolver) Resolve(d DiskSettings) (string, error) {
 			return "", fmt.Errorf("agent: iSCSI disk %s: %w: %s", d.ID, ErrAmbiguousDevice, strings.Join(fresh, ", "))
 		})
 	})
+}
+
+// symlinkLunResolver is bosh-agent's symlink_lun_device_path_resolver.go
+// (bosh-agent #402, for Azure's NVMe data disks): the hint's lun joined to
+// LunDeviceSymlinkPath, the link followed to an existing device, polled
+// every PollInterval for up to SymlinkLunTimeout.
+type symlinkLunResolver struct{ p poller }
+
+func (s symlinkLunResolver) Resolve(d DiskSettings) (string, error) {
+	if d.Lun == "" {
+		return "", fmt.Errorf("%w: Disk lun is not set", ErrHintUnusable)
+	}
+	if !s.p.cfg.LaxNames {
+		if err := CheckName("hint lun", d.Lun); err != nil {
+			return "", err
+		}
+	}
+	link := path.Join(s.p.cfg.LunDeviceSymlinkPath, d.Lun)
+	return s.p.withFS(func(fs *vmroot.Root) (string, error) {
+		return s.p.poll(link, s.p.cfg.SymlinkLunTimeout, func() (string, error) {
+			return followExisting(fs, link)
+		})
+	})
+}
+
+// fallbackResolver is bosh-agent's fallback_device_path_resolver.go: the
+// primary's device, else on any error the secondary's. A hint refused as
+// unsafe, or an agent stopping, ends the look-up at once.
+type fallbackResolver struct{ primary, secondary Resolver }
+
+func (f fallbackResolver) Resolve(d DiskSettings) (string, error) {
+	dev, err := f.primary.Resolve(d)
+	if err == nil || errors.Is(err, ErrUnsafe) || errors.Is(err, ErrStopped) {
+		return dev, err
+	}
+	dev, err = f.secondary.Resolve(d)
+	if err != nil {
+		return "", fmt.Errorf("Secondary resolver also failed: %w", err)
+	}
+	return dev, nil
 }

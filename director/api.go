@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxBody bounds request bodies (manifests, cloud configs, JSON): 4 MiB.
@@ -48,8 +50,8 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, p Principal) error
 // {"code": 600000, "description": "Require one of the scopes: …"}.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern string, perm Permission, h handlerFunc) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	wrap := func(perm Permission, h handlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
 			p, err := a.auth.authenticate(r)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Basic realm="BOSH Director"`)
@@ -76,8 +78,9 @@ func (a *API) Handler() http.Handler {
 				}
 				writeError(w, err)
 			}
-		})
+		}
 	}
+	route := func(pattern string, perm Permission, h handlerFunc) { mux.HandleFunc(pattern, wrap(perm, h)) }
 	mux.HandleFunc("GET /info", a.info)
 	mux.HandleFunc("POST /oauth/token", a.token)
 
@@ -109,8 +112,84 @@ func (a *API) Handler() http.Handler {
 	route("DELETE /vms/{cid}", PermAdmin, a.deleteVM)
 	route("GET /disks", PermRead, a.orphanedDisks)
 	route("DELETE /disks/{cid}", PermAdmin, a.deleteOrphan)
-	route("GET /locks", PermRead, jsonGet(a.d.Locks))
+	route("GET /locks", PermRead, a.locks)
+	// Anything else: upstream mounts one Sinatra controller per path prefix
+	// (api/route_configuration.rb). Under a mounted prefix the controller's
+	// before filter authenticates first (401), then its not_found answers
+	// 404 "Endpoint '<path>' not found." (base_controller.rb:63, :90), for
+	// an unknown method as for an unknown path; under no prefix Rack's
+	// URLMap answers 404 "Not Found: <path>" without authenticating.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		seg, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		if !upstreamMounts[seg] {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = fmt.Fprintf(w, "Not Found: %s", r.URL.Path)
+			return
+		}
+		wrap("", func(w http.ResponseWriter, r *http.Request, _ Principal) error {
+			w.Header().Set("Content-Type", "text/html;charset=utf-8")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = fmt.Fprintf(w, "Endpoint '%s' not found.", r.URL.Path)
+			return nil
+		})(w, r)
+	})
 	return mux
+}
+
+// LockView is a lock as GET /locks lists it, in upstream's shape
+// (api/controllers/locks_controller.rb): the name's second part as type, the
+// rest as resource, the expiry as "<seconds>.<microseconds>" and the task
+// ID as a string; cpilab adds the name, the owner and the expiry as a time.
+type LockView struct {
+	Type      string    `json:"type"`
+	Resource  []string  `json:"resource"`
+	Timeout   string    `json:"timeout"`
+	TaskID    string    `json:"task_id"`
+	Name      string    `json:"name"`
+	Owner     string    `json:"owner"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// locks is GET /locks. As upstream, a lock that expired a minute ago or
+// more (6 × its 10 s renewal interval) is not listed.
+func (a *API) locks(w http.ResponseWriter, _ *http.Request, _ Principal) error {
+	recs, err := a.d.Locks()
+	if err != nil {
+		return err
+	}
+	cutoff := a.d.r.Now().Add(-time.Minute)
+	out := make([]LockView, 0, len(recs))
+	for _, l := range recs {
+		if !l.ExpiresAt.After(cutoff) {
+			continue
+		}
+		parts := strings.Split(l.Name, ":")
+		v := LockView{Resource: []string{}, Timeout: fmt.Sprintf("%d.%06d", l.ExpiresAt.Unix(), l.ExpiresAt.Nanosecond()/1000),
+			TaskID: strconv.FormatInt(l.TaskID, 10), Name: l.Name, Owner: l.Owner, ExpiresAt: l.ExpiresAt}
+		if len(parts) > 1 {
+			v.Type = parts[1]
+		}
+		if len(parts) > 2 {
+			v.Resource = parts[2:]
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// upstreamMounts are the path prefixes upstream's Director mounts a
+// controller at (api/route_configuration.rb @96f9135).
+var upstreamMounts = map[string]bool{}
+
+func init() {
+	for _, p := range strings.Fields(`cleanup cloud_configs runtime_configs cpi_configs configs deployments
+		deployment_configs disks director dynamic_disks networks orphan_disks orphaned_vms info locks packages
+		releases resources resurrection stemcells stemcell_uploads task tasks events vms jobs link_providers
+		link_consumers link_address links deployed_variables`) {
+		upstreamMounts[p] = true
+	}
 }
 
 // errServerError makes a handler answer 500 with an empty body, as
@@ -274,8 +353,10 @@ func (a *API) getDisk(w http.ResponseWriter, r *http.Request, _ Principal) error
 
 // DiskInfo is a dynamic disk as GET /dynamic_disks lists it, in upstream's
 // shape: Instance is "<instance group>/<instance id>" of the VM the disk is
-// attached to, null when detached; Deployment, AZ, CPI and Metadata are
-// null when unset.
+// attached to, null when detached; Deployment and AZ are null when unset.
+// As upstream (the dynamic_disks table's cpi column defaults to the empty string, and
+// models/dynamic_disk.rb reads a null metadata_json as {}), CPI is "" and
+// Metadata {} when unset.
 type DiskInfo struct {
 	Name         string         `json:"name"`
 	CID          string         `json:"disk_cid"`
@@ -284,7 +365,7 @@ type DiskInfo struct {
 	AZ           *string        `json:"availability_zone"`
 	SizeMiB      int            `json:"size"`
 	DiskPoolName string         `json:"disk_pool_name"`
-	CPI          *string        `json:"cpi"`
+	CPI          string         `json:"cpi"`
 	Metadata     map[string]any `json:"metadata"`
 }
 
@@ -307,7 +388,10 @@ func strPtr(s string) *string {
 // viewDisk is a record as the list shows it.
 func (d *Director) viewDisk(dd DynamicDisk) (DiskInfo, error) {
 	v := DiskInfo{Name: dd.Name, CID: dd.CID, Deployment: strPtr(dd.Deployment), AZ: strPtr(dd.AZ), SizeMiB: dd.SizeMiB,
-		DiskPoolName: dd.DiskPoolName, CPI: strPtr(dd.CPI), Metadata: dd.Metadata}
+		DiskPoolName: dd.DiskPoolName, CPI: dd.CPI, Metadata: dd.Metadata}
+	if v.Metadata == nil {
+		v.Metadata = map[string]any{}
+	}
 	if dd.InstanceID != "" {
 		inst, err := d.instance(dd.InstanceID)
 		switch {
@@ -369,26 +453,78 @@ func (a *API) deleteDisk(w http.ResponseWriter, r *http.Request, p Principal) er
 	return a.redirectTask(w, id, err)
 }
 
-// TaskView is a task as the API shows it (upstream's shape).
+// TaskView is a task as the API shows it, in upstream's shape
+// (api/task_manager.rb task_to_hash: id, state, description, timestamp,
+// started_at, result, user, deployment, context_id; started_at and
+// deployment null when unset) and cpilab's additions type, queue and
+// result_output. cpilab records no context id: context_id is always "", as
+// upstream's for a request without X-Bosh-Context-Id.
 type TaskView struct {
+	ID          int64
+	State       TaskState
+	Description string
+	Timestamp   int64
+	StartedAt   int64  // 0: not started (null)
+	Result      string // the job's message, or its error (upstream)
+	User        string
+	Deployment  string // "": none (null)
+	ContextID   string
+	Type        string
+	Queue       string
+	Output      json.RawMessage // cpilab: the task's result file, inline
+}
+
+type taskJSON struct {
 	ID          int64           `json:"id"`
 	State       TaskState       `json:"state"`
 	Description string          `json:"description"`
 	Timestamp   int64           `json:"timestamp"`
-	StartedAt   int64           `json:"started_at,omitempty"`
-	Result      string          `json:"result"` // the job's message, or its error (upstream)
+	StartedAt   *int64          `json:"started_at"`
+	Result      string          `json:"result"`
 	User        string          `json:"user"`
-	Deployment  string          `json:"deployment,omitempty"`
+	Deployment  *string         `json:"deployment"`
+	ContextID   string          `json:"context_id"`
 	Type        string          `json:"type"`
 	Queue       string          `json:"queue"`
-	Output      json.RawMessage `json:"result_output,omitempty"` // cpilab: the task's result file, inline
+	Output      json.RawMessage `json:"result_output,omitempty"`
 }
 
-func taskView(t Task) TaskView {
+// MarshalJSON writes upstream's shape: null started_at and deployment
+// when unset.
+func (v TaskView) MarshalJSON() ([]byte, error) {
+	j := taskJSON{ID: v.ID, State: v.State, Description: v.Description, Timestamp: v.Timestamp, Result: v.Result,
+		User: v.User, Deployment: strPtr(v.Deployment), ContextID: v.ContextID, Type: v.Type, Queue: v.Queue, Output: v.Output}
+	if v.StartedAt != 0 {
+		j.StartedAt = &v.StartedAt
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads upstream's shape (and cpilab's).
+func (v *TaskView) UnmarshalJSON(b []byte) error {
+	var j taskJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*v = TaskView{ID: j.ID, State: j.State, Description: j.Description, Timestamp: j.Timestamp, Result: j.Result,
+		User: j.User, ContextID: j.ContextID, Type: j.Type, Queue: j.Queue, Output: j.Output}
+	if j.StartedAt != nil {
+		v.StartedAt = *j.StartedAt
+	}
+	if j.Deployment != nil {
+		v.Deployment = *j.Deployment
+	}
+	return nil
+}
+
+func (a *API) taskView(t Task) TaskView {
 	v := TaskView{ID: t.ID, State: t.State, Description: t.Description, Timestamp: t.CreatedAt.Unix(),
 		Result: t.Message, User: t.User, Deployment: t.Deployment, Type: t.Type, Queue: t.Queue, Output: t.Result}
 	if t.State == TaskError || t.State == TaskCancelled || t.State == TaskTimeout {
 		v.Result = t.Error
+	}
+	if a.d.cfg.Knobs.TruncateTaskResult {
+		v.Result = truncateResult(v.Result)
 	}
 	if !t.StartedAt.IsZero() {
 		v.StartedAt = t.StartedAt.Unix()
@@ -396,15 +532,63 @@ func taskView(t Task) TaskView {
 	return v
 }
 
+// truncateResult is upstream's JobRunner#truncate (job_runner.rb:134):
+// the stripped text cut to 129 characters and, when longer than 128, its
+// last (partial) word and the blanks before it replaced by "...".
+func truncateResult(s string) string {
+	r := []rune(strings.TrimSpace(s))
+	if len(r) <= resultLen {
+		return string(r)
+	}
+	return lastWord.ReplaceAllString(string(r[:resultLen+1]), "") + "..."
+}
+
+const resultLen = 128
+
+var lastWord = regexp.MustCompile(`\s+?(\S+)?$`)
+
+// verboseTypes are the task types GET /tasks shows by default under
+// TaskListAsUpstream (tasks_controller.rb:36, verbose 1): upstream's list,
+// and cpilab's deploy and upload_stemcell, its update_deployment and
+// update_stemcell. Disk tasks are not among them.
+var verboseTypes = map[string]bool{}
+
+func init() {
+	for _, t := range strings.Fields(`attach_disk create_snapshot delete_deployment delete_release delete_snapshot
+		delete_stemcell run_errand snapshot_deployment update_instance update_deployment update_release
+		update_stemcell export_release deploy upload_stemcell`) {
+		verboseTypes[t] = true
+	}
+}
+
+// listTasks is GET /tasks?state=a,b&deployment=d&limit=n&verbose=1|2,
+// newest first. verbose 1 shows only verboseTypes; 2 every task.
+// Reference: verbose 2 and limit 100 by default, a limit outside 1 to
+// MaxTaskListLimit refused. TaskListAsUpstream: verbose 1 and no limit by
+// default, a limit below 1 (or not a number: Ruby's to_i) taken as 1.
 func (a *API) listTasks(w http.ResponseWriter, r *http.Request, _ Principal) error {
 	q := r.URL.Query()
-	limit := 100
+	upstream := a.d.cfg.Knobs.TaskListAsUpstream
+	limit, verbose := 100, "2"
+	if upstream {
+		limit, verbose = 0, "1"
+	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxTaskListLimit {
+		switch {
+		case upstream:
+			n = rubyToI(s)
+			if n < 1 {
+				n = 1
+			}
+			n = min(n, MaxTaskListLimit)
+		case err != nil || n < 1 || n > MaxTaskListLimit:
 			return badField("limit", "must be an integer from 1 to %d; got %q", MaxTaskListLimit, s)
 		}
 		limit = n
+	}
+	if s := q.Get("verbose"); s != "" {
+		verbose = s
 	}
 	states := map[string]bool{}
 	for _, s := range strings.Split(q.Get("state"), ",") {
@@ -413,18 +597,40 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, _ Principal) err
 		}
 	}
 	dep := q.Get("deployment")
+	ctxID, byContext := q["context_id"]
 	tasks, err := a.d.Tasks(limit, func(t *Task) bool {
-		return (len(states) == 0 || states[string(t.State)]) && (dep == "" || t.Deployment == dep)
+		return (len(states) == 0 || states[string(t.State)]) && (dep == "" || t.Deployment == dep) &&
+			(verbose != "1" || verboseTypes[t.Type]) && (!byContext || ctxID[0] == "")
 	})
 	if err != nil {
 		return err
 	}
 	out := make([]TaskView, 0, len(tasks))
 	for _, t := range tasks {
-		out = append(out, taskView(t))
+		out = append(out, a.taskView(t))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// rubyToI is Ruby's String#to_i: the leading integer, else 0.
+func rubyToI(s string) int {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	end := 0
+	if end < len(s) && (s[end] == '-' || s[end] == '+') {
+		end++
+	}
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+	}
+	n, err := strconv.Atoi(s[:end])
+	if err != nil {
+		if end > 1 && s[0] != '-' {
+			return MaxTaskListLimit // too many digits: as many as allowed
+		}
+		return 0
+	}
+	return n
 }
 
 // readableTask loads a task the caller may read: readers see every task; a
@@ -460,18 +666,33 @@ func (a *API) getTask(w http.ResponseWriter, r *http.Request, p Principal) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, taskView(t))
+	writeJSON(w, http.StatusOK, a.taskView(t))
 	return nil
 }
 
-// taskOutput is GET /tasks/:id/output?type=event|debug|result: the event
-// log as one JSON object per line, the debug log as text, or the result.
+// taskOutput is GET /tasks/:id/output?type=event|debug|cpi|result|none:
+// the event log as one JSON object per line, the debug log as text, or the
+// result. As upstream (tasks_controller.rb:123): the type defaults to
+// debug, none answers 204, and so does cpi (cpilab keeps no separate CPI
+// log; upstream answers 204 for a log file that is absent). Under
+// TaskDebugNeedsAdmin debug and cpi need admin (tasks_controller.rb:18).
 func (a *API) taskOutput(w http.ResponseWriter, r *http.Request, p Principal) error {
+	typ := r.URL.Query().Get("type")
+	if typ == "" {
+		typ = "debug"
+	}
 	t, err := a.readableTask(r, p)
 	if err != nil {
 		return err
 	}
-	switch typ := r.URL.Query().Get("type"); typ {
+	if (typ == "debug" || typ == "cpi") && a.d.cfg.Knobs.TaskDebugNeedsAdmin {
+		if sets := expectedScopes(PermAdmin, a.d.UUID()); !p.granted(sets) {
+			return scopeError(sets)
+		}
+	}
+	switch typ {
+	case "none", "cpi":
+		w.WriteHeader(http.StatusNoContent)
 	case "event":
 		w.Header().Set("Content-Type", "text/plain")
 		enc := json.NewEncoder(w)
@@ -484,13 +705,13 @@ func (a *API) taskOutput(w http.ResponseWriter, r *http.Request, p Principal) er
 		for _, l := range t.Debug {
 			_, _ = io.WriteString(w, l+"\n")
 		}
-	case "result", "":
+	case "result":
 		w.Header().Set("Content-Type", "text/plain")
 		if len(t.Result) > 0 {
 			_, _ = w.Write(append(t.Result, '\n'))
 		}
 	default:
-		return badField("type", "must be event, debug or result; got %q", typ)
+		return badField("type", "must be event, debug, cpi, result or none; got %q", typ)
 	}
 	return nil
 }

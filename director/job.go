@@ -158,14 +158,15 @@ func (j *job) diskLockNames(names ...string) []string {
 	return out
 }
 
-// vmCall runs one CPI call on an instance's VM. Under VMLockPerCPICallOnly
-// it holds the VM lock for that call alone (upstream's with_vm_lock);
-// otherwise the job already holds it.
-func (j *job) vmCall(instanceID string, fn func() error) error {
+// vmCall runs one CPI call on VM vmCID. Under VMLockPerCPICallOnly it
+// holds the VM lock for that call alone, named by the VM CID as
+// upstream's with_vm_lock (lock_helper.rb:19, "lock:vm:<vm_cid>");
+// otherwise the job already holds the instance's VM lock.
+func (j *job) vmCall(vmCID string, fn func() error) error {
 	if !j.knobs().VMLockPerCPICallOnly {
 		return fn()
 	}
-	h, err := j.d.locks.acquire([]string{vmLock(instanceID)}, j.task.ID, j.d.cfg.VMLockTimeout)
+	h, err := j.d.locks.acquire([]string{vmLock(vmCID)}, j.task.ID, j.d.cfg.VMLockTimeout)
 	if err != nil {
 		return err
 	}

@@ -156,17 +156,21 @@ func (j *job) ensureAttached(req ProvideRequest, mayCreate bool) (any, error) {
 	if exists && dd.State != DiskReady {
 		return nil, conflict("dynamic disk %q is %s (task %d)", dd.Name, dd.State, dd.TaskID)
 	}
+	// As upstream's attach (attach_dynamic_disk.rb:30-50): a disk on
+	// another VM is refused first, then one of another AZ, deployment or
+	// CPI; provide checks only the VM.
+	if exists && dd.Attached() && dd.VMCID != vm.CID {
+		if mayCreate {
+			return nil, fmt.Errorf("disk is attached to a different vm `%s`: %w", dd.VMCID, ErrDiskAttachedElsewhere)
+		}
+		return nil, fmt.Errorf("disk `%s` is already attached to a different vm `%s`: %w", dd.Name, dd.VMCID, ErrDiskAttachedElsewhere)
+	}
 	if exists && !mayCreate {
 		if err := checkAttachable(dd, inst, vm); err != nil {
 			return nil, err
 		}
 	}
 	switch {
-	case exists && dd.Attached() && dd.VMCID != vm.CID:
-		if mayCreate {
-			return nil, fmt.Errorf("disk is attached to a different vm `%s`: %w", dd.VMCID, ErrDiskAttachedElsewhere)
-		}
-		return nil, fmt.Errorf("disk `%s` is already attached to a different vm `%s`: %w", dd.Name, dd.VMCID, ErrDiskAttachedElsewhere)
 	case exists && dd.Attached():
 		j.debugf("disk %s already attached to %s: idempotent", dd.CID, vm.CID)
 	case exists:
@@ -220,7 +224,8 @@ func (j *job) createDynamicDisk(req CreateDiskRequest) (any, error) {
 	} else if ok {
 		return nil, taskError("disk `%s` already exists", req.DiskName)
 	}
-	spec := diskSpec{name: req.DiskName, pool: req.DiskPoolName, sizeMiB: req.DiskSize, deployment: req.Deployment, az: req.AZ}
+	spec := diskSpec{name: req.DiskName, pool: req.DiskPoolName, sizeMiB: req.DiskSize, deployment: req.Deployment, az: req.AZ,
+		cleanUp: true}
 	if req.InstanceID != "" {
 		inst, vm, err := j.activeVM(req.InstanceID)
 		if err != nil {
@@ -297,6 +302,11 @@ type diskSpec struct {
 	sizeMiB        int
 	deployment, az string
 	vm             VM // locality; zero for none
+	// cleanUp: the create job's spec. Upstream's create deletes the disk
+	// it made when the row insert fails (create_dynamic_disk.rb:49); its
+	// provide does not (provide_dynamic_disk.rb:34), so under
+	// NoDiskNameLock only provide leaks.
+	cleanUp bool
 }
 
 // createDisk calls create_disk (cloud_properties: the disk type's, with
@@ -304,7 +314,8 @@ type diskSpec struct {
 // the reference behaviour an intent row (state creating) is written first,
 // under the disk-name lock, so a crash leaves a trace; with NoDiskNameLock
 // the row is inserted after create_disk, as upstream, and a lost insert
-// race leaks the IaaS disk.
+// race leaks the IaaS disk of a provide (a create deletes it, as upstream's
+// create job does).
 func (j *job) createDisk(s diskSpec) (DynamicDisk, error) {
 	d := j.d
 	size := s.sizeMiB
@@ -347,7 +358,7 @@ func (j *job) createDisk(s diskSpec) (DynamicDisk, error) {
 		err = j.update(func(tx store.Tx) error { return tx.Insert(store.DynamicDisks, s.name, dd) })
 	}
 	if err != nil {
-		if ref {
+		if ref || s.cleanUp {
 			// Delete what we made rather than leak it.
 			if derr := d.cfg.CPI.DeleteDisk(j.cpiCtx(0), cid); derr != nil && !errors.Is(derr, cpiv2.ErrDiskNotFound) {
 				j.debugf("delete_disk %s after failed record: %v", cid, derr)
@@ -374,13 +385,17 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 	var hint cpiv2.DiskHint
 	vmCID, diskCID := cpiv2.MustCID[cpiv2.VMKind](vm.CID), cpiv2.MustCID[cpiv2.DiskKind](dd.CID)
 	err := j.step("Attaching disk", fmt.Sprintf("%s to %s", dd.CID, vm.CID), func() error {
-		return j.vmCall(inst.ID, func() error {
+		err := j.vmCall(vm.CID, func() error {
 			return j.settle("attach_disk", func() error {
 				var err error
 				hint, err = d.cfg.CPI.AttachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
 				return err
 			})
 		})
+		if err == nil && hint.IsZero() && j.knobs().AttachWithoutHintUnrecorded {
+			err = fmt.Errorf("%w: attach_disk returned none (CPI api_version 1)", cpiv2.ErrNoDiskHint)
+		}
+		return err
 	})
 	if err != nil {
 		if ref {
@@ -410,12 +425,14 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 }
 
 // setMetadata calls set_disk_metadata when meta is given and differs from
-// the disk's, as upstream's MetadataUpdater: the request's hash merged with
+// the disk's, as upstream's jobs (`disk_model.metadata != @metadata`, where
+// a disk without metadata reads as {}, so {} on such a disk is no change)
+// and its MetadataUpdater: the request's hash merged with
 // the director and deployment tags; NotImplemented is logged and ignored.
 // Values that are not strings are sent as their JSON text (the CPI wire
 // takes strings).
 func (j *job) setMetadata(dd *DynamicDisk, meta map[string]any, stemcellAPI int) error {
-	if meta == nil || reflect.DeepEqual(meta, dd.Metadata) {
+	if meta == nil || len(meta) == 0 && len(dd.Metadata) == 0 || reflect.DeepEqual(meta, dd.Metadata) {
 		return nil
 	}
 	tags := cpiv2.Metadata{}
@@ -583,12 +600,12 @@ func (j *job) detach(dd *DynamicDisk, unlink bool) error {
 		}
 	}
 	err = j.step("Detaching disk", fmt.Sprintf("%s from %s", dd.CID, dd.VMCID), func() error {
-		return j.vmCall(dd.InstanceID, func() error {
+		return j.vmCall(dd.VMCID, func() error {
 			err := j.settle("detach_disk", func() error {
 				return d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](dd.VMCID),
 					cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
 			})
-			if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) {
+			if errors.Is(err, cpiv2.ErrDiskNotAttached) || errors.Is(err, cpiv2.ErrVMNotFound) && !j.knobs().DetachVMNotFoundFails {
 				j.debugf("detach_disk %s: %v: treated as detached", dd.CID, err)
 				return nil
 			}
@@ -652,10 +669,10 @@ func (j *job) deleteDiskLocked(dd *DynamicDisk) error {
 		}
 		err := j.step("Deleting disk", dd.CID, func() error {
 			if j.knobs().DeleteChecksHasDisk {
+				// As upstream, any has_disk error (NotImplemented included)
+				// and any delete_disk error (DiskNotFound included) fails
+				// the task.
 				has, err := d.cfg.CPI.HasDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
-				if errors.Is(err, cpiv2.ErrNotImplemented) {
-					has, err = true, nil // the CPI cannot tell: delete it
-				}
 				if err != nil {
 					return fmt.Errorf("has_disk %s: %w", dd.CID, err)
 				}
@@ -667,7 +684,7 @@ func (j *job) deleteDiskLocked(dd *DynamicDisk) error {
 			err := j.settle("delete_disk", func() error {
 				return d.cfg.CPI.DeleteDisk(j.cpiCtx(0), cpiv2.MustCID[cpiv2.DiskKind](dd.CID))
 			})
-			if errors.Is(err, cpiv2.ErrDiskNotFound) {
+			if errors.Is(err, cpiv2.ErrDiskNotFound) && !j.knobs().DeleteChecksHasDisk {
 				j.debugf("delete_disk %s: already gone", dd.CID)
 				return nil
 			}

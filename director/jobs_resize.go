@@ -273,7 +273,7 @@ func (j *job) resizeByCopy(in *Intent, dd *DynamicDisk, vm VM, dt DiskType) erro
 	}
 	var hint cpiv2.DiskHint
 	if err := j.step("Attaching disk", fmt.Sprintf("%s to %s", newCID, vm.CID), func() error {
-		return j.vmCall(dd.InstanceID, func() error {
+		return j.vmCall(vm.CID, func() error {
 			return j.settle("attach_disk", func() error {
 				var err error
 				hint, err = d.cfg.CPI.AttachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, newCID)

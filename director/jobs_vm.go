@@ -199,7 +199,7 @@ func (j *job) deleteVMOfKeeping(inst *Instance, keepAttached bool) ([]string, er
 		return detached, err
 	}
 	err = j.step("Deleting VM", vm.CID, func() error {
-		return j.vmCall(inst.ID, func() error {
+		return j.vmCall(vm.CID, func() error {
 			err := d.cfg.CPI.DeleteVM(j.cpiCtx(vm.StemcellAPIVersion), cpiv2.MustCID[cpiv2.VMKind](vm.CID))
 			if errors.Is(err, cpiv2.ErrVMNotFound) {
 				j.debugf("delete_vm %s: already gone", vm.CID)

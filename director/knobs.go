@@ -18,8 +18,10 @@ type Knobs struct {
 	// NoDiskNameLock (races a, b): provide, create, attach, detach and
 	// delete take no lock on the disk name. Two concurrent provides of one
 	// new name both call create_disk and the loser's IaaS disk leaks (the
-	// insert of the second row fails and nothing deletes the disk); two
-	// provides of one unattached disk to two VMs both call attach_disk.
+	// insert of the second row fails and nothing deletes the disk; two
+	// creates both call create_disk too, but the loser deletes its disk, as
+	// upstream's create job does); two provides of one unattached disk to
+	// two VMs both call attach_disk.
 	// Reference: the disk-name lock serialises every job on a name and a
 	// create whose row insert fails deletes the disk it made.
 	NoDiskNameLock bool
@@ -77,9 +79,37 @@ type Knobs struct {
 	DeleteVMKeepsDisksAttached bool
 	// DeleteChecksHasDisk: DELETE /dynamic_disks/:name calls has_disk and
 	// then delete_disk only when it answered true (upstream
-	// delete_dynamic_disk.rb). Reference: delete_disk alone, DiskNotFound
-	// taken as done, so no window opens between the two calls.
+	// delete_dynamic_disk.rb:23); any error of either call fails the task,
+	// has_disk's NotImplemented and delete_disk's DiskNotFound included.
+	// Reference: delete_disk alone, DiskNotFound taken as done, so no window
+	// opens between the two calls.
 	DeleteChecksHasDisk bool
+	// DetachVMNotFoundFails: a VMNotFound from detach_disk fails the
+	// detach, as upstream's detach job rescues only DiskNotAttached
+	// (detach_dynamic_disk.rb:35); the record keeps the attachment.
+	// Reference: a VM that is gone holds no disk, so the disk is detached.
+	DetachVMNotFoundFails bool
+	// AttachWithoutHintUnrecorded: an attach_disk answering no hint (a CPI
+	// of api_version 1) fails before the attachment is recorded, as
+	// upstream's ExternalCpiResponseWrapper raises "No disk_hint" inside the
+	// VM lock (clouds/external_cpi_response_wrapper.rb:41): the IaaS holds
+	// an attachment the director does not know. Reference: the attachment
+	// is recorded, then the task fails at the link, which needs a hint.
+	AttachWithoutHintUnrecorded bool
+	// TruncateTaskResult: a task's result field is cut to 128 characters
+	// at a word boundary, "..." appended (upstream job_runner.rb:134).
+	// Reference: the whole message, so a client sees the full error.
+	TruncateTaskResult bool
+	// TaskDebugNeedsAdmin: GET /tasks/:id/output?type=debug (the default
+	// type) and type=cpi need admin (upstream tasks_controller.rb:18).
+	// Reference: whoever may read the task may read its debug log.
+	TaskDebugNeedsAdmin bool
+	// TaskListAsUpstream: GET /tasks shows by default only upstream's
+	// verbose-1 task types (no disk task), has no default limit, and takes
+	// a limit below 1 or not a number as 1 (tasks_controller.rb:36-62).
+	// Reference: every task by default (verbose=1 filters), at most 100,
+	// and a limit outside 1..MaxTaskListLimit is refused with 400.
+	TaskListAsUpstream bool
 	// DiskScopesCannotReadTasks: a token holding only dynamic-disk scopes
 	// gets 401 on GET /tasks/:id (upstream tasks_controller.rb needs
 	// bosh.read or admin). Reference: it may read the tasks it queued, so a
@@ -162,6 +192,11 @@ func Profile(name string) (Knobs, error) {
 			TrustCPIErrors:                  true,
 			DeleteVMKeepsDisksAttached:      true,
 			DeleteChecksHasDisk:             true,
+			DetachVMNotFoundFails:           true,
+			AttachWithoutHintUnrecorded:     true,
+			TruncateTaskResult:              true,
+			TaskDebugNeedsAdmin:             true,
+			TaskListAsUpstream:              true,
 			DiskScopesCannotReadTasks:       true,
 			AnyDiskName:                     true,
 			MalformedJSONServerError:        true,

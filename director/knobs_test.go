@@ -384,3 +384,53 @@ func TestKnobDeleteChecksHasDisk(t *testing.T) {
 		}
 	})
 }
+
+// (a) for create: without the disk-name lock two creates of one new name
+// both call create_disk, but the loser deletes the disk it made when its
+// row insert fails, as upstream's create job does; nothing leaks either way.
+func TestKnobNoDiskNameLockConcurrentCreateCleansUp(t *testing.T) {
+	bothWays(t, func(k *director.Knobs) { k.NoDiskNameLock = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+		w := newWorld(t, worldOpts{knobs: k})
+		inst := w.insts[0]
+		rule := w.pauseRule(fakeiaas.OpCreateDisk, "")
+		create := func() (int64, error) {
+			return w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: "shared", DiskPoolName: "small",
+				Deployment: inst.Deployment, AZ: inst.AZ, DiskSize: 4})
+		}
+		id1, err1 := create()
+		id2, err2 := create()
+		if upstream {
+			waitFor(t, "both create_disk calls paused", func() bool { return w.ruleStatus(rule.ID).Paused == 2 })
+		} else {
+			// The second create waits for the lock or already sees the
+			// first's intent row ("already exists").
+			ended := func(id int64) bool {
+				task, err := w.d.Task(id)
+				return err == nil && task.State != director.TaskQueued && task.State != director.TaskProcessing
+			}
+			waitFor(t, "one create_disk paused, the other create waiting for the disk lock or refused", func() bool {
+				return w.ruleStatus(rule.ID).Paused == 1 && (w.lockWaiting(id1) || w.lockWaiting(id2) || ended(id1) || ended(id2))
+			})
+		}
+		w.release(rule.ID)
+		t1, t2 := w.wait(id1, err1), w.wait(id2, err2)
+		if (t1.State == director.TaskDone) == (t2.State == director.TaskDone) {
+			t.Fatalf("tasks %s and %s; want one done and one failed", t1.State, t2.State)
+		}
+		disks, _ := w.d.DynamicDisks()
+		if len(disks) != 1 || len(w.state().Disks) != 1 {
+			t.Fatalf("the director records %d disks and the IaaS holds %d; want 1 and 1", len(disks), len(w.state().Disks))
+		}
+		if want := 1 + btoi(upstream); w.history(fakeiaas.OpDeleteDisk, "") != want-1 || w.history(fakeiaas.OpCreateDisk, "") != want {
+			t.Fatalf("create_disk %d, delete_disk %d times; want %d and %d", w.history(fakeiaas.OpCreateDisk, ""),
+				w.history(fakeiaas.OpDeleteDisk, ""), want, want-1)
+		}
+	})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

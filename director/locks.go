@@ -10,10 +10,12 @@ import (
 	"github.com/cpilab/cpilab/rt"
 )
 
-// Lock names. A VM lock is named by the instance that owns the VM slot, so it
-// also covers the gap of a recreate, when the instance has no VM CID.
+// Lock names. A VM lock held across a job is named by the instance that
+// owns the VM slot, so it also covers the gap of a recreate, when the
+// instance has no VM CID; under VMLockPerCPICallOnly the per-call lock is
+// named by the VM CID, as upstream's.
 func deploymentLock(name string) string { return "lock:deployment:" + name }
-func vmLock(instanceID string) string   { return "lock:vm:" + instanceID }
+func vmLock(id string) string           { return "lock:vm:" + id }
 func diskLock(diskName string) string   { return "lock:disk:" + diskName }
 
 // ErrLockTimeout is returned (wrapped) when a lock was not acquired in time.

@@ -204,13 +204,13 @@ func TestKillNineOfAWorkerLosesNoTask(t *testing.T) {
 
 	// Nothing left locked (the killed worker's locks were taken over and
 	// released).
-	var locks []director.LockRecord
+	var locks []director.LockView
 	if err := c.admin.GetJSON(ctx, "/locks", &locks); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range locks {
 		if time.Now().Before(l.ExpiresAt) {
-			t.Errorf("lock %s still held by %s (task %d) after every task ended", l.Name, l.Owner, l.TaskID)
+			t.Errorf("lock %s still held by %s (task %s) after every task ended", l.Name, l.Owner, l.TaskID)
 		}
 	}
 }

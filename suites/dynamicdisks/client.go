@@ -290,6 +290,11 @@ func (s *session) waitTask(ctx context.Context, id int64, limit time.Duration) (
 			return tv, fmt.Errorf("GET /tasks/%d as %s: %w", id, who.name, err)
 		}
 		if tv.State.Final() {
+			if tv.State != director.TaskDone && strings.HasSuffix(tv.Result, "...") {
+				if e := s.eventErrors(ctx, id); e != "" {
+					tv.Result += " (event log: " + e + ")"
+				}
+			}
 			return tv, nil
 		}
 		waited := time.Since(start)
@@ -314,6 +319,38 @@ func (s *session) waitTask(ctx context.Context, id int64, limit time.Duration) (
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// eventErrors returns the errors of task id's event log, joined: upstream
+// cuts a task's result to 128 characters (job_runner.rb), and a failure is
+// then told by its event log, which keeps each error whole (a string, or
+// upstream's {"code", "message"}). "" when there are none or the log
+// cannot be read.
+func (s *session) eventErrors(ctx context.Context, id int64) string {
+	raw, err := s.admin.dc.TaskOutput(ctx, id, "event")
+	if err != nil {
+		return ""
+	}
+	var errs []string
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		var ev struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(line, &ev) != nil || len(ev.Error) == 0 {
+			continue
+		}
+		var text string
+		var obj struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(ev.Error, &text) != nil && json.Unmarshal(ev.Error, &obj) == nil {
+			text = obj.Message
+		}
+		if text != "" {
+			errs = append(errs, text)
+		}
+	}
+	return strings.Join(errs, "; ")
 }
 
 // stillStuck returns the run's stuck task when it is still queued (and is

@@ -18,7 +18,15 @@
 //     {"disk_cid"} result, and the task's result field holds the job's
 //     message or error;
 //   - GET /dynamic_disks lists {name, disk_cid, deployment, instance,
-//     availability_zone, size, disk_pool_name, cpi, metadata}.
+//     availability_zone, size, disk_pool_name, cpi, metadata}, metadata {}
+//     when the disk has none;
+//   - tasks are {id, state, description, timestamp, started_at, result,
+//     user, deployment, context_id}, result cut to 128 characters; GET
+//     /tasks hides disk tasks unless verbose=2; /tasks/:id/output defaults
+//     to debug (admin only), and none answers 204;
+//   - an unknown route under a mounted prefix authenticates (401), then
+//     answers 404 "Endpoint '<path>' not found."; elsewhere 404
+//     "Not Found: <path>"; GET /info needs no credentials.
 //
 // The IaaS behind it is a counter of disks and attachments, recorded as
 // calls (Calls) so tests can see what a job asked of the CPI.
@@ -32,6 +40,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,6 +175,7 @@ func (s *Server) work() {
 			} else {
 				t.State, t.output = "done", out
 			}
+			msg = truncate(msg)
 			t.Result, t.Timestamp = &msg, time.Now().Unix()
 			s.mu.Unlock()
 		}
@@ -182,6 +192,32 @@ func (e *dirError) Error() string { return e.msg }
 
 func unauthorized(msg string) *dirError { return &dirError{http.StatusUnauthorized, 600000, msg} }
 
+// truncate is JobRunner#truncate (job_runner.rb:134): the task's result
+// field holds at most 128 characters, cut at a word, "..." appended.
+func truncate(s string) string {
+	r := []rune(strings.TrimSpace(s))
+	if len(r) <= 128 {
+		return string(r)
+	}
+	return lastWord.ReplaceAllString(string(r[:129]), "") + "..."
+}
+
+var lastWord = regexp.MustCompile(`\s+?(\S+)?$`)
+
+// mounts are the path prefixes upstream mounts a controller at
+// (api/route_configuration.rb); under any other, Rack's URLMap answers
+// 404 "Not Found: <path>" without authenticating.
+var mounts = map[string]bool{}
+
+func init() {
+	for _, p := range strings.Fields(`cleanup cloud_configs runtime_configs cpi_configs configs deployments
+		deployment_configs disks director dynamic_disks networks orphan_disks orphaned_vms info locks packages
+		releases resources resurrection stemcells stemcell_uploads task tasks events vms jobs link_providers
+		link_consumers link_address links deployed_variables`) {
+		mounts[p] = true
+	}
+}
+
 // Handler serves the API.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
@@ -194,6 +230,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			u = p
 		}
 		segs = append(segs, u)
+	}
+	if len(segs) == 0 || !mounts[segs[0]] {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = fmt.Fprintf(w, "Not Found: %s", r.URL.Path)
+		return
+	}
+	if r.Method == "GET" && len(segs) == 1 && segs[0] == "info" { // InfoController: no authentication
+		_ = writeJSON(w, map[string]any{"name": s.cfg.Name, "uuid": s.cfg.UUID, "version": "fixture"})
+		return
 	}
 	scopes, ok := s.cfg.Tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 	if !ok || !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
@@ -307,23 +353,30 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, segs []string, sc
 		}
 		name := segs[1]
 		return s.enqueue(w, "delete dynamic disk", func() (string, string, error) { return s.deleteJob(name) })
-	case m == "GET" && len(segs) >= 2 && segs[0] == "tasks":
-		if err := s.check("read", scopes); err != nil {
+	case m == "GET" && (len(segs) == 2 || len(segs) == 3 && segs[2] == "output") && segs[0] == "tasks":
+		perm := "read"
+		if typ := r.URL.Query().Get("type"); len(segs) == 3 && (typ == "" || typ == "debug" || typ == "cpi") {
+			perm = "admin" // tasks_controller.rb:18
+		}
+		if err := s.check(perm, scopes); err != nil {
 			return err
 		}
 		return s.task(w, r, segs[1:])
-	case m == "GET" && len(segs) == 1 && (segs[0] == "tasks" || segs[0] == "deployments"):
+	case m == "GET" && len(segs) == 1 && segs[0] == "tasks":
 		if err := s.check("read", scopes); err != nil {
 			return err
 		}
-		return s.listOther(w, segs[0])
+		return s.listTasks(w, r)
+	case m == "GET" && len(segs) == 1 && segs[0] == "deployments":
+		if err := s.check("read", scopes); err != nil {
+			return err
+		}
+		return writeJSON(w, []map[string]any{{"name": s.cfg.Deployment}})
 	case m == "GET" && len(segs) == 3 && segs[0] == "deployments" && segs[2] == "instances":
 		if err := s.check("read", scopes); err != nil {
 			return err
 		}
 		return s.instances(w, segs[1])
-	case m == "GET" && len(segs) == 1 && segs[0] == "info":
-		return writeJSON(w, map[string]any{"name": s.cfg.Name, "uuid": s.cfg.UUID, "version": "fixture"})
 	case m == "POST" && len(segs) == 1 && (segs[0] == "deployments" || segs[0] == "stemcells" || segs[0] == "cloud_configs"),
 		m == "DELETE" && len(segs) == 2 && (segs[0] == "deployments" || segs[0] == "vms"),
 		m == "PUT" && len(segs) == 4 && segs[0] == "deployments" && segs[2] == "instances":
@@ -496,25 +549,38 @@ func (s *Server) task(w http.ResponseWriter, r *http.Request, rest []string) err
 		return &dirError{http.StatusNotFound, 10000, fmt.Sprintf("Task %s not found", rest[0])}
 	}
 	t := s.tasks[id-1]
-	if len(rest) == 2 && rest[1] == "output" {
+	if len(rest) == 2 {
+		// tasks_controller.rb:123: the type defaults to debug; none, and a
+		// log the fixture does not keep (debug, cpi, event), answer 204.
 		if r.URL.Query().Get("type") == "result" {
 			_, err := io.WriteString(w, t.output)
 			return err
 		}
+		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
 	return writeJSON(w, t)
 }
 
-func (s *Server) listOther(w http.ResponseWriter, what string) error {
-	if what == "deployments" {
-		return writeJSON(w, []map[string]any{{"name": s.cfg.Deployment}})
-	}
+// listTasks is tasks_controller.rb's GET /: verbose 1 (the default) shows
+// only types none of the fixture's disk tasks has; no default limit; a
+// limit below 1 (to_i) is 1; newest first.
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*task, 0, len(s.tasks))
-	for i := len(s.tasks) - 1; i >= 0; i-- {
-		out = append(out, s.tasks[i])
+	if v := q.Get("verbose"); v != "" && v != "1" {
+		for i := len(s.tasks) - 1; i >= 0; i-- {
+			out = append(out, s.tasks[i])
+		}
+	}
+	if l, ok := q["limit"]; ok {
+		n, _ := strconv.Atoi(strings.TrimLeft(l[0], "+"))
+		n = max(n, 1)
+		if len(out) > n {
+			out = out[:n]
+		}
 	}
 	return writeJSON(w, out)
 }
@@ -552,8 +618,12 @@ func (s *Server) list(w http.ResponseWriter) error {
 		if d.az != "" {
 			az = d.az
 		}
+		meta := d.metadata
+		if meta == nil {
+			meta = map[string]any{} // models/dynamic_disk.rb: a null metadata_json reads as {}
+		}
 		out = append(out, map[string]any{"name": d.name, "disk_cid": d.cid, "deployment": d.deployment, "instance": inst,
-			"availability_zone": az, "size": d.size, "disk_pool_name": d.pool, "cpi": d.cpi, "metadata": d.metadata})
+			"availability_zone": az, "size": d.size, "disk_pool_name": d.pool, "cpi": d.cpi, "metadata": meta})
 	}
 	return writeJSON(w, out)
 }

@@ -50,9 +50,11 @@ func (s *Server) createDisk(size int, props map[string]any, vm string) string {
 	return fmt.Sprintf("disk-%04d", s.seq)
 }
 
-// setMetadata is MetadataUpdater#update_dynamic_disk_metadata.
+// setMetadata is the jobs' `!@metadata.nil? && disk_model.metadata !=
+// @metadata` (a disk without metadata reads as {}) and
+// MetadataUpdater#update_dynamic_disk_metadata.
 func (s *Server) setMetadata(d *disk, meta map[string]any) {
-	if meta == nil || reflect.DeepEqual(d.metadata, meta) {
+	if meta == nil || len(meta) == 0 && len(d.metadata) == 0 || reflect.DeepEqual(d.metadata, meta) {
 		return
 	}
 	tags := maps.Clone(meta)
