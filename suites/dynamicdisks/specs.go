@@ -40,6 +40,7 @@ func describe(cfg *Config, base context.Context) {
 			r.setUp(ctx, *cfg)
 		})
 		BeforeEach(func() { r.requireCaps() })
+		modelSpecs(r)
 		semanticsSpecs(r)
 		iaasSpecs(r)
 		authSpecs(r)
