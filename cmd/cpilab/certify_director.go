@@ -40,7 +40,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs := newFlagSet("certify-director", stderr)
 	var cfg dynamicdisks.Config
 	var opts dynamicdisks.RunOptions
-	var caFile, instances, profile string
+	var caFile, instances, profile, usersFile string
 	fs.StringVar(&cfg.URL, "url", "", "the director's URL (default: start an embedded reference director)")
 	fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CA the director's certificate is checked against")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS verification")
@@ -50,6 +50,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&cfg.Disks.Username, "disk-user", "", "user holding only dynamic-disk scopes")
 	fs.StringVar(&cfg.Disks.Password, "disk-password", "", "its password")
 	fs.StringVar(&cfg.Disks.Token, "disk-token", "", "or a bearer token holding only dynamic-disk scopes")
+	fs.StringVar(&usersFile, "users", "", "the director's users file (as `cpilab director --users` reads it): a user holding exactly each scope set gives the scope matrix its token")
 	fs.StringVar(&cfg.Deployment, "deployment", "", "existing deployment to provide disks to (default: the suite deploys its own)")
 	fs.StringVar(&instances, "instances", "", "two instance IDs of --deployment, comma-separated (default: its first two with VMs)")
 	fs.StringVar(&cfg.DiskPool, "disk-pool", "", "disk_pool_name (a cloud-config disk_type)")
@@ -68,6 +69,13 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	if msg := certifyDirectorUsage(cfg, instances); msg != "" {
 		fmt.Fprintf(stderr, "cpilab certify-director: %s\n", msg)
 		return exitError(2)
+	}
+	if usersFile != "" {
+		users, err := loadUsers(usersFile)
+		if err != nil {
+			return err
+		}
+		cfg.ScopeCredentials = dynamicdisks.ScopeCredentialsFor(users)
 	}
 	if caFile != "" {
 		pem, err := readCACert(caFile)
@@ -172,16 +180,17 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded director: stemcell in %s: %w", dir, err)
 	}
+	users := append([]director.User{
+		{Name: "admin", Password: "admin", Scopes: []string{director.ScopeAdmin}},
+		{Name: "disks", Password: "disks", Scopes: director.DiskScopes},
+	}, dynamicdisks.ScopeUsers("scope-", "scope")...)
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan launch.Info, 1)
 	done := make(chan error, 1)
 	go func() { // the embedded director serves until the suite is done
 		done <- launch.Run(ctx, launch.Config{DataDir: filepath.Join(dir, "director"), Listen: "127.0.0.1:0",
 			Out: io.Discard, Profile: profile, Ready: func(i launch.Info) { ready <- i },
-			Users: []director.User{
-				{Name: "admin", Password: "admin", Scopes: []string{director.ScopeAdmin}},
-				{Name: "disks", Password: "disks", Scopes: director.DiskScopes},
-			}})
+			Users: users})
 	}()
 	stop := func() {
 		cancel()
@@ -195,6 +204,7 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 		cfg.Admin = dynamicdisks.Credentials{Username: "admin", Password: "admin"}
 		cfg.Disks = dynamicdisks.Credentials{Username: "disks", Password: "disks"}
 		cfg.Setup.StemcellLocation = stemcell
+		cfg.ScopeCredentials = dynamicdisks.ScopeCredentialsFor(users)
 		return stop, nil
 	case err := <-done:
 		cancel()

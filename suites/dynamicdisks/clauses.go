@@ -35,5 +35,6 @@ const (
 	ClauseModelZones        = "dynamic disks model: attach across AZs is refused; create in another AZ makes the disk there; provide across AZs attaches (upstream) or is refused"
 	ClauseModelDeployments  = "dynamic disks model: attach across deployments is refused; provide across deployments attaches (upstream) or is refused"
 	ClauseModelMany         = "dynamic disks model: GET /dynamic_disks lists every disk, more than any page size, each with its metadata"
+	ClauseScopeMatrix       = "dynamic disks: every scope on every route: each bosh.dynamic-disks.* scope grants its own routes only (provide needs create and attach), bosh.read none, admin all; no or a forged token → 401"
 	ClauseSetup             = "(harness) the suite can set up: log in, deploy, find two instances with VMs"
 )

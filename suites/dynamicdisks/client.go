@@ -149,6 +149,8 @@ type session struct {
 	admin *caller
 	disks *caller
 	anon  *caller
+	// scoped are the scope matrix's callers, by ScopeSets name.
+	scoped map[string]*caller
 
 	mu sync.Mutex
 	// stuck is a disk task seen still queued after Timeouts.Task (0:
@@ -174,6 +176,15 @@ func newSession(ctx context.Context, cfg Config) (*session, error) {
 	}
 	if s.anon, err = s.newCaller("anonymous", ""); err != nil {
 		return nil, err
+	}
+	s.scoped = map[string]*caller{}
+	for set, c := range cfg.ScopeCredentials {
+		if _, ok := ScopeSets[set]; !ok {
+			return nil, fmt.Errorf("dynamicdisks: credentials for an unknown scope set %q (known: %s)", set, strings.Join(ScopeSetNames(), ", "))
+		}
+		if s.scoped[set], err = s.login(ctx, "a token holding "+set, c); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }

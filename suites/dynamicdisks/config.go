@@ -32,6 +32,12 @@ type Config struct {
 	// specs check they allow nothing else (401). Tasks are read as Admin:
 	// upstream lets disk-only tokens read none.
 	Disks Credentials
+	// ScopeCredentials are credentials holding exactly one scope set, by
+	// its ScopeSets name (each bosh.dynamic-disks.* scope alone,
+	// "create+attach", bosh.read, bosh.admin): the scope matrix checks
+	// every route with each. A set without credentials is not checked, and
+	// the matrix says so.
+	ScopeCredentials map[string]Credentials
 
 	// Deployment names an existing deployment whose instances the suite
 	// provides disks to. Empty: the suite deploys its own (see Setup) and

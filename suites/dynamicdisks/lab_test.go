@@ -95,10 +95,11 @@ func child(profile, report string) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, d.Close()) }()
-	auth, err := director.NewAuth(director.AuthConfig{Runtime: r, Users: []director.User{
+	users := append([]director.User{
 		{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
 		{Name: "csi", Password: "csi-pw", Scopes: director.DiskScopes},
-	}})
+	}, dynamicdisks.ScopeUsers("scope-", "scope-pw")...)
+	auth, err := director.NewAuth(director.AuthConfig{Runtime: r, Users: users})
 	if err != nil {
 		return err
 	}
@@ -121,10 +122,11 @@ func child(profile, report string) (err error) {
 	}
 	cfg := dynamicdisks.Config{
 		URL: srv.URL(), CACertPEM: srv.CACertPEM(),
-		Admin:  dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
-		Disks:  dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
-		Setup:  dynamicdisks.Setup{StemcellLocation: stemcell},
-		Oracle: oracle{l.Cloud}, Links: links{l.Cloud}, Gates: gates{l.Cloud},
+		Admin:            dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
+		Disks:            dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
+		Setup:            dynamicdisks.Setup{StemcellLocation: stemcell},
+		ScopeCredentials: dynamicdisks.ScopeCredentialsFor(users),
+		Oracle:           oracle{l.Cloud}, Links: links{l.Cloud}, Gates: gates{l.Cloud},
 		// Short: a disk task still queued after 3 s is stuck (every task
 		// of the lab takes milliseconds).
 		// Settle: a generous wait for the second create_disk of race (a),

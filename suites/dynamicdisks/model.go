@@ -401,7 +401,7 @@ const (
 )
 
 // Routes are the routes of the matrix, in the order it walks them.
-var Routes = []Route{RouteList, RouteGet, RouteCreate, RouteProvide, RouteAttach, RouteDetach, RouteDelete, RouteTasks}
+var Routes = []Route{RouteList, RouteCreate, RouteGet, RouteProvide, RouteAttach, RouteDetach, RouteDelete, RouteTasks}
 
 // routeScopes are the scope sets that grant each route besides admin
 // (permission_authorizer.rb): any one set, all of its scopes.
@@ -461,6 +461,23 @@ func ScopeUsers(prefix, password string) []director.User {
 	var out []director.User
 	for _, n := range ScopeSetNames() {
 		out = append(out, director.User{Name: prefix + strings.ReplaceAll(n, "+", "-"), Password: password, Scopes: ScopeSets[n]})
+	}
+	return out
+}
+
+// ScopeCredentialsFor picks, for each scope set, a user of users holding
+// exactly that set (the users file `cpilab director --users` reads), as
+// Config.ScopeCredentials.
+func ScopeCredentialsFor(users []director.User) map[string]Credentials {
+	out := map[string]Credentials{}
+	for _, n := range ScopeSetNames() {
+		want := slices.Sorted(slices.Values(ScopeSets[n]))
+		for _, u := range users {
+			got := slices.Compact(slices.Sorted(slices.Values(u.Scopes)))
+			if _, done := out[n]; !done && slices.Equal(got, want) {
+				out[n] = Credentials{Username: u.Name, Password: u.Password}
+			}
+		}
 	}
 	return out
 }

@@ -44,6 +44,7 @@ func describe(cfg *Config, base context.Context) {
 		semanticsSpecs(r)
 		iaasSpecs(r)
 		authSpecs(r)
+		scopeSpecs(r)
 		inputSpecs(r)
 		concurrencySpecs(r)
 		It(ClauseCleanup, labels("cleanup", "detach", "delete"), func(sctx SpecContext) {
