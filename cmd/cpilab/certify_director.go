@@ -114,6 +114,10 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	sum.WriteText(stdout)
 	writeDirectorVerdict(stdout, sum, time.Since(start))
+	if sum.HarnessOnly() {
+		fmt.Fprintf(stderr, "cpilab certify-director: %d harness errors (the director could not be reached, even on retries): nothing certified\n", sum.HarnessErrors)
+		return exitError(2)
+	}
 	if !sum.OK() {
 		return exitError(1)
 	}
@@ -155,6 +159,11 @@ func certifyDirectorUsage(cfg dynamicdisks.Config, instances string) string {
 // with the counts, as certify does.
 func writeDirectorVerdict(w io.Writer, sum dynamicdisks.Summary, elapsed time.Duration) {
 	elapsed = elapsed.Round(time.Millisecond)
+	if sum.HarnessOnly() {
+		fmt.Fprintf(w, "NOT CERTIFIED: %d harness errors (no answer from the director), %d passed, %d not checked (%s)\n",
+			sum.HarnessErrors, sum.Passed, sum.Skipped, elapsed)
+		return
+	}
 	if !sum.OK() {
 		failed := sum.Failed
 		if failed == 0 && sum.SuiteFailure != "" {

@@ -136,7 +136,7 @@ func httpClient(cfg Config) (*http.Client, error) {
 		tc.RootCAs = pool
 	}
 	tr.TLSClientConfig = tc
-	return &http.Client{Transport: tr, Timeout: cfg.Timeouts.Request,
+	return &http.Client{Transport: retrying{next: tr}, Timeout: cfg.Timeouts.Request,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
 }
 
@@ -206,7 +206,10 @@ func (s *session) login(ctx context.Context, name string, c Credentials) (*calle
 	form := url.Values{"grant_type": {"password"}, "username": {c.Username}, "password": {c.Password}}
 	x := s.send(ctx, &caller{name: name}, http.MethodPost, "/oauth/token", []byte(form.Encode()),
 		"application/x-www-form-urlencoded")
-	if x.Err != nil || x.Status != http.StatusOK {
+	if x.Err != nil {
+		return nil, fmt.Errorf("dynamicdisks: log in as %s (%s): %w", name, c.Username, x.Err)
+	}
+	if x.Status != http.StatusOK {
 		return nil, fmt.Errorf("dynamicdisks: log in as %s (%s): %s", name, c.Username, x.ResponseString())
 	}
 	var out struct {

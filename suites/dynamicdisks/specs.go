@@ -73,17 +73,6 @@ func semanticsSpecs(r *run) {
 		}
 	})
 
-	It(ClauseProvideIdempotent, labels("provide", "provide"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		name := r.name("again")
-		first := r.doneCID(ctx, ClauseProvideIdempotent, r.provide(ctx, name, r.a.ID, nil))
-		x := r.provide(ctx, name, r.a.ID, nil)
-		again := r.doneCID(ctx, ClauseProvideIdempotent, x)
-		if again != first {
-			violatef(ClauseProvideIdempotent, x, "the second provide returned disk_cid %q; the first returned %q", again, first)
-		}
-	})
-
 	It(ClauseProvideElsewhere, labels("provide", "provide", "list"), func(sctx SpecContext) {
 		ctx := r.ctx(sctx)
 		name := r.name("elsewhere")
@@ -92,21 +81,6 @@ func semanticsSpecs(r *run) {
 		r.refused(ctx, ClauseProvideElsewhere, x, http.StatusConflict, http.StatusUnprocessableEntity)
 		if d, ok := r.listed(ctx, ClauseProvideElsewhere, name); !ok || d.CID != cid || !listedOn(d, r.a) {
 			violatef(ClauseProvideElsewhere, x, "after the refused provide GET /dynamic_disks shows %+v (listed %v); want %s still on instance %s", d, ok, cid, r.a.ID)
-		}
-	})
-
-	It(ClauseProvideUnattached, labels("provide", "provide", "detach", "list"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		name := r.name("unattached")
-		cid := r.doneCID(ctx, ClauseProvideUnattached, r.provide(ctx, name, r.a.ID, nil))
-		r.done(ctx, ClauseProvideUnattached, r.detach(ctx, name))
-		x := r.provide(ctx, name, r.b.ID, nil)
-		again := r.doneCID(ctx, ClauseProvideUnattached, x)
-		if again != cid {
-			violatef(ClauseProvideUnattached, x, "provide of the existing unattached disk %s returned disk_cid %q: a new disk, not the existing one", cid, again)
-		}
-		if d, ok := r.listed(ctx, ClauseProvideUnattached, name); !ok || !listedOn(d, r.b) {
-			violatef(ClauseProvideUnattached, x, "GET /dynamic_disks shows %+v (listed %v); want it attached to instance %s (VM %s)", d, ok, r.b.ID, r.b.VMCID)
 		}
 	})
 

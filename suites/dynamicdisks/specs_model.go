@@ -53,6 +53,9 @@ func modelSpecs(r *run) {
 		pool, size := r.cfg.DiskPool, r.cfg.DiskSizeMiB
 		a, b := r.a, r.b
 		one, two, never := r.mname("one"), r.mname("two"), r.mname("never")
+		// (These steps also show provide's idempotence and provide of an
+		// existing unattached disk, the clauses ClauseProvideIdempotent and
+		// ClauseProvideUnattached name.)
 		steps := []Op{
 			{Kind: OpProvide, Name: one, Instance: a.ID, Pool: pool, SizeMiB: size, Metadata: map[string]string{"cpilab-run": r.cfg.RunID, "v": "1"}},
 			// Metadata changed: the list must show the new metadata.
@@ -62,7 +65,6 @@ func modelSpecs(r *run) {
 			{Kind: OpProvide, Name: one, Instance: b.ID, Pool: pool, SizeMiB: size},
 			{Kind: OpCreate, Name: one, Deployment: r.deployment, AZ: a.AZ, Pool: pool, SizeMiB: size},
 			{Kind: OpCreate, Name: two, Deployment: r.deployment, AZ: a.AZ, Pool: pool, SizeMiB: size, Metadata: map[string]string{"made-by": "create"}},
-			{Kind: OpAttach, Name: two, Instance: b.ID},
 			{Kind: OpAttach, Name: two, Instance: b.ID},
 			{Kind: OpAttach, Name: two, Instance: a.ID},
 			{Kind: OpProvide, Name: two, Instance: a.ID, Pool: pool, SizeMiB: size},
@@ -103,7 +105,6 @@ func modelSpecs(r *run) {
 			{Kind: OpCreate, Name: there, Deployment: r.deployment, AZ: c.AZ, Pool: pool, SizeMiB: size},
 			{Kind: OpAttach, Name: there, Instance: r.a.ID},
 			{Kind: OpAttach, Name: there, Instance: c.ID},
-			{Kind: OpProvide, Name: there, Instance: c.ID, Pool: pool, SizeMiB: size},
 			{Kind: OpProvide, Name: moved, Instance: c.ID, Pool: pool, SizeMiB: size},
 			{Kind: OpDetach, Name: moved},
 			// Upstream's provide checks no AZ: attached in the new AZ, or refused.
@@ -307,6 +308,9 @@ func (r *run) parallel(ctx context.Context, clause string, ops []Op) {
 func (r *run) apply(op Op, ok bool, cid string) {
 	if d := r.m.Disks[op.Name]; ok && op.Kind == OpDelete && d != nil && d.CID != "" {
 		r.gone = append(r.gone, d.CID)
+	}
+	if ok && op.Kind == OpDelete {
+		r.t.forget("disk", op.Name) // gone: nothing to clean up
 	}
 	r.m.Apply(op, ok, cid)
 }

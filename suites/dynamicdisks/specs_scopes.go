@@ -108,7 +108,10 @@ func (r *run) scopeCheck(ctx context.Context, sc scopeCaller, route Route, name 
 	case RouteTasks:
 		x = r.s.send(ctx, sc.who, http.MethodGet, "/tasks?limit=1", nil, "")
 	default:
-		o := Op{Name: name, Instance: r.a.ID, Deployment: r.deployment, AZ: r.a.AZ, Pool: r.cfg.DiskPool, SizeMiB: r.cfg.DiskSizeMiB}
+		// provide and attach name no instance: their tasks fail at once
+		// (the agent is not asked), which shows the route granted.
+		o := Op{Name: name, Instance: r.cfg.RunID + "-no-such-instance", Deployment: r.deployment, AZ: r.a.AZ,
+			Pool: r.cfg.DiskPool, SizeMiB: r.cfg.DiskSizeMiB}
 		o.Kind = map[Route]OpKind{RouteCreate: OpCreate, RouteProvide: OpProvide, RouteAttach: OpAttach, RouteDetach: OpDetach, RouteDelete: OpDelete}[route]
 		op = &o
 		prev := r.s.disks
