@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/cpilab/cpilab/director/launch"
 	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fixtures/directorbugs"
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
 )
@@ -34,6 +36,11 @@ import (
 const (
 	childEnv  = "CPILAB_DYNAMICDISKS_CHILD"
 	reportEnv = "CPILAB_DYNAMICDISKS_REPORT"
+	// filterEnv is a label filter for the child's run ("" : every spec).
+	filterEnv = "CPILAB_DYNAMICDISKS_FILTER"
+	// catalogPrefix prefixes a child profile naming a directorbugs entry:
+	// the reference director behind that fault.
+	catalogPrefix = "catalog:"
 )
 
 func TestMain(m *testing.M) {
@@ -68,7 +75,11 @@ func child(profile, report string) (err error) {
 	if profile == "launch" {
 		return launchChild(report)
 	}
+	bug := directorbugs.Find(strings.TrimPrefix(profile, catalogPrefix))
 	knobsOf, ok := labProfiles[profile]
+	if bug.Name != "" && strings.HasPrefix(profile, catalogPrefix) {
+		knobsOf, ok = labProfiles["reference"], true
+	}
 	if !ok {
 		return fmt.Errorf("unknown profile %q", profile)
 	}
@@ -111,6 +122,9 @@ func child(profile, report string) (err error) {
 	if profile == "broken-api" {
 		handler = brokenAPI(handler)
 	}
+	if bug.Name != "" {
+		handler = bug.Wrap(handler, "admin", "admin-pw")
+	}
 	srv, err := director.Serve(director.ServeConfig{Handler: handler})
 	if err != nil {
 		return err
@@ -138,7 +152,8 @@ func child(profile, report string) (err error) {
 
 // runSuite runs the suite and writes its summary to report.
 func runSuite(cfg dynamicdisks.Config, report string) error {
-	sum, err := dynamicdisks.Run(context.Background(), cfg, dynamicdisks.RunOptions{Timeout: 2 * time.Minute})
+	sum, err := dynamicdisks.Run(context.Background(), cfg, dynamicdisks.RunOptions{Timeout: 2 * time.Minute,
+		LabelFilter: os.Getenv(filterEnv)})
 	if err != nil {
 		return err
 	}
@@ -154,6 +169,11 @@ func runSuite(cfg dynamicdisks.Config, report string) error {
 // its URL, CA certificate and credentials, as for any other director: no
 // oracle, links or gates.
 func launchChild(report string) error {
+	launchUsers := append([]director.User{
+		{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
+		// The RFC's scope names this time.
+		{Name: "csi", Password: "csi-pw", Scopes: director.DiskScopes},
+	}, dynamicdisks.ScopeUsers("scope-", "scope-pw")...)
 	dir, err := os.MkdirTemp(filepath.Dir(report), "launch-") // in the parent's t.TempDir, as in child
 	if err != nil {
 		return err
@@ -165,11 +185,7 @@ func launchChild(report string) error {
 	done := make(chan error, 1)
 	go func() {
 		done <- launch.Run(ctx, launch.Config{DataDir: dir, Listen: "127.0.0.1:0", Out: io.Discard,
-			Users: []director.User{
-				{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
-				// The RFC's scope names this time.
-				{Name: "csi", Password: "csi-pw", Scopes: director.DiskScopes},
-			},
+			Users: launchUsers,
 			Ready: func(i launch.Info) { ready <- i }})
 	}()
 	var info launch.Info
@@ -189,8 +205,9 @@ func launchChild(report string) error {
 	err = runSuite(dynamicdisks.Config{
 		URL: info.URL, CACertPEM: ca,
 		Admin: dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
-		Disks: dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
-		Setup: dynamicdisks.Setup{StemcellLocation: stemcell},
+		Disks:            dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
+		ScopeCredentials: dynamicdisks.ScopeCredentialsFor(launchUsers),
+		Setup:            dynamicdisks.Setup{StemcellLocation: stemcell},
 	}, report)
 	cancel()
 	return errors.Join(err, <-done)
@@ -307,10 +324,17 @@ func (g gate) Release(ctx context.Context) error {
 // process and returns its summary.
 func runChild(t *testing.T, profile string) dynamicdisks.Summary {
 	t.Helper()
+	return runChildFiltered(t, profile, "")
+}
+
+// runChildFiltered is runChild running only the specs filter selects
+// ("" : all).
+func runChildFiltered(t *testing.T, profile, filter string) dynamicdisks.Summary {
+	t.Helper()
 	report := filepath.Join(t.TempDir(), "summary.json")
 	start := time.Now()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+profile, reportEnv+"="+report)
+	cmd.Env = append(os.Environ(), childEnv+"="+profile, reportEnv+"="+report, filterEnv+"="+filter)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the suite against the %s director: %v\n%s", profile, err, out)
@@ -456,4 +480,77 @@ func TestBrokenAPIFailsAuthAndInputSpecs(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("specs did not run: %v", want)
 	}
+}
+
+// Every bug of the director catalog is rejected, by a violation (never a
+// harness error), and every legal variant accepted. A bug runs only the
+// specs its entry names (a default run runs them all); a variant runs the
+// whole suite, since any spec could raise a false alarm. Set
+// CPILAB_CATALOG_FULL=1 to run every bug with the whole suite too. The
+// children run eight at a time: each mostly waits on its director.
+func TestDirectorBugCatalog(t *testing.T) {
+	t.Parallel()
+	full := os.Getenv("CPILAB_CATALOG_FULL") != ""
+	bugs, legal := 0, 0
+	type outcome struct {
+		sum dynamicdisks.Summary
+		err error
+	}
+	out := make([]outcome, len(directorbugs.Catalog))
+	dir := t.TempDir()
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, e := range directorbugs.Catalog {
+		if e.Legal {
+			legal++
+		} else {
+			bugs++
+		}
+		filter := e.Catches
+		if e.Legal || full {
+			filter = ""
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i].sum, out[i].err = childSummary(filepath.Join(dir, e.Name+".json"), catalogPrefix+e.Name, filter)
+		})
+	}
+	wg.Wait()
+	for i, e := range directorbugs.Catalog {
+		sum, err := out[i].sum, out[i].err
+		var text strings.Builder
+		sum.WriteText(&text)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", e.Name, err)
+		case e.Legal && !sum.OK():
+			t.Errorf("the legal variant %q (%s) is rejected:\n%s", e.Name, e.Story, text.String())
+		case !e.Legal && sum.OK():
+			t.Errorf("the bug %q (%s) is accepted:\n%s", e.Name, e.Story, text.String())
+		case !e.Legal && (sum.Violated == 0 || sum.HarnessErrors > 0):
+			t.Errorf("the bug %q is rejected for a harness error, not a violation:\n%s", e.Name, text.String())
+		default:
+			t.Logf("%s (legal %v): %d passed, %d failed, %d not checked", e.Name, e.Legal, sum.Passed, sum.Failed, sum.Skipped)
+		}
+	}
+	if bugs < 12 || legal < 4 {
+		t.Errorf("the catalog holds %d bugs and %d legal variants; want at least 12 and 4", bugs, legal)
+	}
+}
+
+// childSummary runs the suite against a lab director of profile in a child
+// process, writing its summary to report, and returns the summary.
+func childSummary(report, profile, filter string) (dynamicdisks.Summary, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+profile, reportEnv+"="+report, filterEnv+"="+filter)
+	var sum dynamicdisks.Summary
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return sum, fmt.Errorf("the suite against the %s director: %v\n%s", profile, err, b)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		return sum, err
+	}
+	return sum, json.Unmarshal(b, &sum)
 }

@@ -214,7 +214,16 @@ func (r *run) opaqueName(ctx context.Context, x *Exchange, name string, refusals
 		violatef(ClauseDiskNames, x, "answered HTTP %d to disk name %q: neither a refusal %v nor a 302 to a task", x.Status, name, refusals)
 	}
 	tv := r.task(ctx, ClauseDiskNames, x)
-	if tv.State == director.TaskDone {
-		r.t.add("disk", name)
+	if tv.State != director.TaskDone {
+		return
+	}
+	r.t.add("disk", name)
+	// Kept as an opaque name: the disk is listed under exactly that name
+	// (not cut short, not rewritten), and a later request naming it
+	// reaches it.
+	if x.Method == http.MethodPost && (x.Path == "/dynamic_disks/provide" || x.Path == "/dynamic_disks") {
+		if _, ok := r.listed(ctx, ClauseDiskNames, name); !ok {
+			violatef(ClauseDiskNames, x, "the task succeeded for disk name %q, but GET /dynamic_disks lists no disk of exactly that name", name)
+		}
 	}
 }
