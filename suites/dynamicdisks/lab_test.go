@@ -204,7 +204,7 @@ func launchChild(report string) error {
 	}
 	err = runSuite(dynamicdisks.Config{
 		URL: info.URL, CACertPEM: ca,
-		Admin: dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
+		Admin:            dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
 		Disks:            dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
 		ScopeCredentials: dynamicdisks.ScopeCredentialsFor(launchUsers),
 		Setup:            dynamicdisks.Setup{StemcellLocation: stemcell},
