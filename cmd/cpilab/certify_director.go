@@ -40,7 +40,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs := newFlagSet("certify-director", stderr)
 	var cfg dynamicdisks.Config
 	var opts dynamicdisks.RunOptions
-	var caFile, instances, profile, usersFile string
+	var caFile, instances, profile, usersFile, cloud, cloudSSH, cloudSSHKey string
 	fs.StringVar(&cfg.URL, "url", "", "the director's URL (default: start an embedded reference director)")
 	fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CA the director's certificate is checked against")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS verification")
@@ -55,6 +55,9 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&instances, "instances", "", "two instance IDs of --deployment, comma-separated (default: its first two with VMs)")
 	fs.StringVar(&cfg.DiskPool, "disk-pool", "", "disk_pool_name (a cloud-config disk_type)")
 	fs.StringVar(&cfg.Setup.StemcellLocation, "stemcell", "", "stemcell directory or .tgz on the director's host, for the suite's own deployment")
+	fs.StringVar(&cloud, "cloud", "", "URL of the `cpilab fakeiaas` the director runs on (its --cpi-config): the IaaS oracle and the gates that hold create_disk and create_vm")
+	fs.StringVar(&cloudSSH, "cloud-ssh", "", "that fake cloud's SFTP address (`cpilab fakeiaas` prints it), to read the agents' disk links")
+	fs.StringVar(&cloudSSHKey, "cloud-ssh-key", "", "that fake cloud's SSH client key file (`cpilab fakeiaas` prints it)")
 	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
 	fs.StringVar(&opts.LabelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter")
 	fs.StringVar(&opts.JUnitReport, "junit-report", "", "write a JUnit report to this file")
@@ -69,6 +72,24 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	if msg := certifyDirectorUsage(cfg, instances); msg != "" {
 		fmt.Fprintf(stderr, "cpilab certify-director: %s\n", msg)
 		return exitError(2)
+	}
+	if cloud != "" {
+		if cfg.URL == "" {
+			fmt.Fprintln(stderr, "cpilab certify-director: --cloud needs --url (the embedded director runs on a fake cloud of its own)")
+			return exitError(2)
+		}
+		cfg.Oracle, cfg.Gates = dynamicdisks.FakeCloud(cloud)
+	}
+	if (cloudSSH == "") != (cloudSSHKey == "") {
+		fmt.Fprintln(stderr, "cpilab certify-director: --cloud-ssh and --cloud-ssh-key go together")
+		return exitError(2)
+	}
+	if cloudSSH != "" {
+		links, err := dynamicdisks.SFTPLinks(cloudSSH, cloudSSHKey)
+		if err != nil {
+			return err
+		}
+		cfg.Links = links
 	}
 	if usersFile != "" {
 		users, err := loadUsers(usersFile)

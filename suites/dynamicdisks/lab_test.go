@@ -455,7 +455,7 @@ func TestLaunchedDirectorWithoutOracle(t *testing.T) {
 }
 
 // The suite catches a director whose auth and input handling are broken
-// (brokenAPI): exactly the 401, 403 and bad-body specs fail, and each says
+// (brokenAPI): exactly the 401, scope and bad-body specs fail, and each says
 // what the director answered instead.
 func TestBrokenAPIFailsAuthAndInputSpecs(t *testing.T) {
 	t.Parallel()
@@ -464,6 +464,8 @@ func TestBrokenAPIFailsAuthAndInputSpecs(t *testing.T) {
 		dynamicdisks.ClauseNoCredentials: "answered HTTP 200, not 401",
 		dynamicdisks.ClauseScopeOnly:     "answered HTTP 200 to the disk-scoped credentials, not 401",
 		dynamicdisks.ClauseBadBody:       "does not name the property",
+		// A token lacking the list scope gets 200 instead of its 401.
+		dynamicdisks.ClauseScopeMatrix: "want 401: the route needs",
 	}
 	for _, s := range sum.Specs {
 		did, broken := want[s.Text]
