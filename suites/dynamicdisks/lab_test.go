@@ -27,6 +27,7 @@ import (
 	"github.com/cpilab/cpilab/fixtures/directorbugs"
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
+	"github.com/cpilab/cpilab/testbed"
 )
 
 // Ginkgo runs one suite per process, so each test runs the suite against a
@@ -73,7 +74,10 @@ var labProfiles = map[string]func() (director.Knobs, error){
 // writes the summary to report.
 func child(profile, report string) (err error) {
 	if profile == "launch" {
-		return launchChild(report)
+		return launchChild(report, false)
+	}
+	if profile == "cloud" {
+		return launchChild(report, true)
 	}
 	bug := directorbugs.Find(strings.TrimPrefix(profile, catalogPrefix))
 	knobsOf, ok := labProfiles[profile]
@@ -168,7 +172,11 @@ func runSuite(cfg dynamicdisks.Config, report string) error {
 // serves it (embedded NATS, SQLite, users from its config), knowing only
 // its URL, CA certificate and credentials, as for any other director: no
 // oracle, links or gates.
-func launchChild(report string) error {
+//
+// With onCloud the director runs on a fake cloud served apart (a testbed:
+// `cpilab fakeiaas`), and the suite is given that cloud as --cloud gives
+// it: its oracle, its gates, and SFTP onto its VMs.
+func launchChild(report string, onCloud bool) error {
 	launchUsers := append([]director.User{
 		{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
 		// The RFC's scope names this time.
@@ -179,14 +187,26 @@ func launchChild(report string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	var cpiConfig string
+	var cloud *testbed.Testbed
+	if onCloud {
+		if cloud, err = testbed.Start(testbed.Config{Dir: filepath.Join(dir, "cloud")}); err != nil {
+			return err
+		}
+		defer cloud.Close()
+		if cpiConfig, err = cloud.CPIConfig(testbed.CPISetup{}); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan launch.Info, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- launch.Run(ctx, launch.Config{DataDir: dir, Listen: "127.0.0.1:0", Out: io.Discard,
-			Users: launchUsers,
-			Ready: func(i launch.Info) { ready <- i }})
+		done <- launch.Run(ctx, launch.Config{DataDir: filepath.Join(dir, "director"), Listen: "127.0.0.1:0", Out: io.Discard,
+			CPIConfig: cpiConfig,
+			Users:     launchUsers,
+			Ready:     func(i launch.Info) { ready <- i }})
 	}()
 	var info launch.Info
 	select {
@@ -202,13 +222,20 @@ func launchChild(report string) error {
 	if err != nil {
 		return err
 	}
-	err = runSuite(dynamicdisks.Config{
+	cfg := dynamicdisks.Config{
 		URL: info.URL, CACertPEM: ca,
 		Admin:            dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
 		Disks:            dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
 		ScopeCredentials: dynamicdisks.ScopeCredentialsFor(launchUsers),
 		Setup:            dynamicdisks.Setup{StemcellLocation: stemcell},
-	}, report)
+	}
+	if cloud != nil {
+		cfg.Oracle, cfg.Gates = dynamicdisks.FakeCloud(cloud.URL())
+		if cfg.Links, err = dynamicdisks.SFTPLinks(cloud.SSH.Addr(), cloud.SSHKeyPath()); err != nil {
+			return err
+		}
+	}
+	err = runSuite(cfg, report)
 	cancel()
 	return errors.Join(err, <-done)
 }
@@ -451,6 +478,19 @@ func TestLaunchedDirectorWithoutOracle(t *testing.T) {
 	}
 	if s := spec(t, sum, "race:a", ""); s.State != "passed" {
 		t.Errorf("race (a) judged by the API alone: %s; want passed", s.State)
+	}
+}
+
+// Against `cpilab director` on a fake cloud served apart, given that cloud
+// as certify-director --cloud gives it (oracle, gates, SFTP links), the
+// specs that need the cloud run and pass: none is not checked for want of
+// an oracle.
+func TestLaunchedDirectorOnACloud(t *testing.T) {
+	t.Parallel()
+	sum := runChildFiltered(t, "cloud", "cap:oracle || cap:links || cap:gates")
+	if !sum.OK() || sum.Skipped != 0 || sum.Passed < 4 {
+		t.Fatalf("against cpilab director on a fake cloud: %d passed, %d failed, %d not checked %v; want the 4 cloud specs passed",
+			sum.Passed, sum.Failed, sum.Skipped, sum.NotChecked)
 	}
 }
 
