@@ -141,7 +141,12 @@ type Want struct {
 	// names (CIDSame).
 	CID  CIDRule
 	Disk string
+	// Clause is the clause the rule is ("" : the spec's own).
+	Clause string
 }
+
+// citing is w citing clause.
+func (w Want) citing(clause string) Want { w.Clause = clause; return w }
 
 // refusals every failing disk request may answer at once (cpilab's
 // latitude: a director may refuse what upstream fails in a task).
@@ -159,20 +164,20 @@ func (m *Model) Expect(op Op) Want {
 		in, ok := m.Instances[op.Instance]
 		switch {
 		case !ok:
-			return fails(fmt.Sprintf("instance `%s` not found", op.Instance))
+			return fails(fmt.Sprintf("instance `%s` not found", op.Instance)).citing(ClauseUnknownRefs)
 		case !m.Pools[op.Pool]:
 			// Upstream reads the disk pool before it looks the disk up.
-			return fails(fmt.Sprintf("Could not find disk pool by name `%s`", op.Pool))
+			return fails(fmt.Sprintf("Could not find disk pool by name `%s`", op.Pool)).citing(ClauseUnknownRefs)
 		case d == nil:
 			w := must("provide of a missing disk creates and attaches it")
 			w.CID = CIDNew
-			return w
+			return w.citing(ClauseProvideCreates)
 		case d.Instance == op.Instance:
 			w := must("provide of a disk attached to this instance is idempotent")
 			w.CID, w.Disk = CIDSame, d.Name
-			return w
+			return w.citing(ClauseProvideIdempotent)
 		case d.Instance != "":
-			return fails(fmt.Sprintf("disk `%s` is attached to a different vm (instance %s)", d.Name, d.Instance))
+			return fails(fmt.Sprintf("disk `%s` is attached to a different vm (instance %s)", d.Name, d.Instance)).citing(ClauseProvideElsewhere)
 		case d.Deployment != in.Deployment || d.AZ != in.AZ:
 			// Upstream's provide checks neither (provide_dynamic_disk.rb);
 			// attach does. A director refusing it too is legal.
@@ -183,29 +188,29 @@ func (m *Model) Expect(op Op) Want {
 		default:
 			w := must("provide of an existing unattached disk attaches it")
 			w.CID, w.Disk = CIDSame, d.Name
-			return w
+			return w.citing(ClauseProvideUnattached)
 		}
 	case OpCreate:
 		switch {
 		case d != nil:
 			return fails(fmt.Sprintf("disk `%s` already exists", op.Name))
 		case !m.Deployments[op.Deployment]:
-			return fails(fmt.Sprintf("deployment `%s` not found", op.Deployment))
+			return fails(fmt.Sprintf("deployment `%s` not found", op.Deployment)).citing(ClauseUnknownRefs)
 		case !m.Pools[op.Pool]:
-			return fails(fmt.Sprintf("Could not find disk pool by name `%s`", op.Pool))
+			return fails(fmt.Sprintf("Could not find disk pool by name `%s`", op.Pool)).citing(ClauseUnknownRefs)
 		case !m.hasVMIn(op.Deployment, op.AZ):
 			return fails(fmt.Sprintf("no active VM found in deployment `%s` in AZ `%s`", op.Deployment, op.AZ))
 		}
 		w := must("create of a new name in a deployment's AZ creates the disk, attached nowhere")
 		w.CID = CIDNew
-		return w
+		return w.citing(ClauseCreateAttach)
 	case OpAttach:
 		in, ok := m.Instances[op.Instance]
 		switch {
 		case d == nil:
-			return fails(fmt.Sprintf("disk `%s` not found", op.Name))
+			return fails(fmt.Sprintf("disk `%s` not found", op.Name)).citing(ClauseUnknownRefs)
 		case !ok:
-			return fails(fmt.Sprintf("instance `%s` not found", op.Instance))
+			return fails(fmt.Sprintf("instance `%s` not found", op.Instance)).citing(ClauseUnknownRefs)
 		case d.Deployment != in.Deployment:
 			return fails(fmt.Sprintf("disk `%s` belongs to deployment `%s` and cannot be attached to deployment `%s`", d.Name, d.Deployment, in.Deployment))
 		case d.AZ != in.AZ:
@@ -215,17 +220,17 @@ func (m *Model) Expect(op Op) Want {
 		case d.Instance != "":
 			return fails(fmt.Sprintf("disk `%s` is already attached to a different vm (instance %s)", d.Name, d.Instance))
 		}
-		return must("attach of an unattached disk attaches it")
+		return must("attach of an unattached disk attaches it").citing(ClauseCreateAttach)
 	case OpDetach:
 		if d == nil {
-			return fails(fmt.Sprintf("disk `%s` can not be found", op.Name))
+			return fails(fmt.Sprintf("disk `%s` can not be found", op.Name)).citing(ClauseDetachUnknown)
 		}
-		return must("detach succeeds, attached or not (desired state)")
+		return must("detach succeeds, attached or not (desired state)").citing(ClauseDetach)
 	case OpDelete:
 		if d == nil {
-			return must("DELETE of an absent disk succeeds (idempotent)")
+			return must("DELETE of an absent disk succeeds (idempotent)").citing(ClauseDeleteAbsent)
 		}
-		return must("DELETE of a disk removes it (detached first when attached)")
+		return must("DELETE of a disk removes it (detached first when attached)").citing(ClauseDeleteDetached)
 	}
 	return fails("unknown operation " + string(op.Kind))
 }

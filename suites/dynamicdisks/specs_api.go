@@ -81,26 +81,6 @@ func authSpecs(r *run) {
 			}
 		}
 	})
-
-	It(ClauseScopeAllows, labels("auth", "list", "provide", "detach", "delete"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		x := r.s.send(ctx, r.s.disks, http.MethodGet, "/dynamic_disks", nil, "")
-		if x.Err != nil || x.Status != http.StatusOK {
-			violatef(ClauseScopeAllows, x, "answered HTTP %d to the disk-scoped credentials, not 200", x.Status)
-		}
-		name := r.name("scope")
-		for _, send := range []func() *Exchange{
-			func() *Exchange { return r.provide(ctx, name, r.a.ID, nil) },
-			func() *Exchange { return r.detach(ctx, name) },
-			func() *Exchange { return r.remove(ctx, name) },
-		} {
-			x := send()
-			if x.Status == http.StatusUnauthorized || x.Status == http.StatusForbidden {
-				violatef(ClauseScopeAllows, x, "refused the disk-scoped credentials")
-			}
-			r.done(ctx, ClauseScopeAllows, x)
-		}
-	})
 }
 
 func inputSpecs(r *run) {

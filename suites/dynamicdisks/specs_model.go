@@ -211,6 +211,9 @@ func (r *run) sendOp(ctx context.Context, op Op) *Exchange {
 func (r *run) judge(ctx context.Context, clause string, op Op, x *Exchange) (bool, string) {
 	GinkgoHelper()
 	want := r.m.Expect(op)
+	if want.Clause != "" {
+		clause = want.Clause
+	}
 	if x.Err == nil && slices.Contains(want.Refusals, x.Status) && want.Verdict != MustSucceed {
 		if strings.TrimSpace(x.message()) == "" {
 			violatef(clause, x, "%s: the %d carries no message", op, x.Status)
