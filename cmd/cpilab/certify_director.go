@@ -23,7 +23,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs := newFlagSet("certify-director", stderr)
 	var cfg dynamicdisks.Config
 	var opts dynamicdisks.RunOptions
-	var caFile, instances, profile string
+	var caFile, instances, profile, usersFile, cloud, cloudSSH, cloudSSHKey string
 	fs.StringVar(&cfg.URL, "url", "", "the director's URL (default: start an embedded reference director)")
 	fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CA the director's certificate is checked against")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS verification")
@@ -33,10 +33,14 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&cfg.Disks.Username, "disk-user", "", "user holding only dynamic-disk scopes")
 	fs.StringVar(&cfg.Disks.Password, "disk-password", "", "its password")
 	fs.StringVar(&cfg.Disks.Token, "disk-token", "", "or a bearer token holding only dynamic-disk scopes")
+	fs.StringVar(&usersFile, "users", "", "the director's users file (as `cpilab director --users` reads it): a user holding exactly each scope set gives the scope matrix its token")
 	fs.StringVar(&cfg.Deployment, "deployment", "", "existing deployment to provide disks to (default: the suite deploys its own)")
 	fs.StringVar(&instances, "instances", "", "two instance IDs of --deployment, comma-separated (default: its first two with VMs)")
 	fs.StringVar(&cfg.DiskPool, "disk-pool", "", "disk_pool_name (a cloud-config disk_type)")
 	fs.StringVar(&cfg.Setup.StemcellLocation, "stemcell", "", "stemcell directory or .tgz on the director's host, for the suite's own deployment")
+	fs.StringVar(&cloud, "cloud", "", "URL of the `cpilab fakeiaas` the director runs on (its --cpi-config): the IaaS oracle and the gates that hold create_disk and create_vm")
+	fs.StringVar(&cloudSSH, "cloud-ssh", "", "that fake cloud's SFTP address (`cpilab fakeiaas` prints it), to read the agents' disk links")
+	fs.StringVar(&cloudSSHKey, "cloud-ssh-key", "", "that fake cloud's SSH client key file (`cpilab fakeiaas` prints it)")
 	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
 	fs.StringVar(&opts.LabelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter")
 	fs.StringVar(&opts.JUnitReport, "junit-report", "", "write a JUnit report to this file")
@@ -51,6 +55,31 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	if msg := certifyDirectorUsage(cfg, instances); msg != "" {
 		fmt.Fprintf(stderr, "cpilab certify-director: %s\n", msg)
 		return exitError(2)
+	}
+	if cloud != "" {
+		if cfg.URL == "" {
+			fmt.Fprintln(stderr, "cpilab certify-director: --cloud needs --url (the embedded director runs on a fake cloud of its own)")
+			return exitError(2)
+		}
+		cfg.Oracle, cfg.Gates = dynamicdisks.FakeCloud(cloud)
+	}
+	if (cloudSSH == "") != (cloudSSHKey == "") {
+		fmt.Fprintln(stderr, "cpilab certify-director: --cloud-ssh and --cloud-ssh-key go together")
+		return exitError(2)
+	}
+	if cloudSSH != "" {
+		links, err := dynamicdisks.SFTPLinks(cloudSSH, cloudSSHKey)
+		if err != nil {
+			return err
+		}
+		cfg.Links = links
+	}
+	if usersFile != "" {
+		users, err := loadUsers(usersFile)
+		if err != nil {
+			return err
+		}
+		cfg.ScopeCredentials = dynamicdisks.ScopeCredentialsFor(users)
 	}
 	if caFile != "" {
 		pem, err := readCACert(caFile)
@@ -89,6 +118,10 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	sum.WriteText(stdout)
 	writeDirectorVerdict(stdout, sum, time.Since(start))
+	if sum.HarnessOnly() {
+		fmt.Fprintf(stderr, "cpilab certify-director: %d harness errors (the director could not be reached, even on retries): nothing certified\n", sum.HarnessErrors)
+		return exitError(2)
+	}
 	if !sum.OK() {
 		return exitError(1)
 	}
@@ -130,6 +163,11 @@ func certifyDirectorUsage(cfg dynamicdisks.Config, instances string) string {
 // with the counts, as certify does.
 func writeDirectorVerdict(w io.Writer, sum dynamicdisks.Summary, elapsed time.Duration) {
 	elapsed = elapsed.Round(time.Millisecond)
+	if sum.HarnessOnly() {
+		fmt.Fprintf(w, "NOT CERTIFIED: %d harness errors (no answer from the director), %d passed, %d not checked (%s)\n",
+			sum.HarnessErrors, sum.Passed, sum.Skipped, elapsed)
+		return
+	}
 	if !sum.OK() {
 		failed := sum.Failed
 		if failed == 0 && sum.SuiteFailure != "" {
@@ -156,16 +194,17 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded director: %w", err)
 	}
+	users := append([]director.User{
+		{Name: "admin", Password: "admin", Scopes: []string{director.ScopeAdmin}},
+		{Name: "disks", Password: "disks", Scopes: director.DiskScopes},
+	}, dynamicdisks.ScopeUsers("scope-", "scope")...)
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan launch.Info, 1)
 	done := make(chan error, 1)
 	go func() { // the embedded director serves until the suite is done
 		done <- launch.Run(ctx, launch.Config{DataDir: filepath.Join(dir, "director"), Listen: "127.0.0.1:0",
 			Out: io.Discard, Profile: profile, Ready: func(i launch.Info) { ready <- i },
-			Users: []director.User{
-				{Name: "admin", Password: "admin", Scopes: []string{director.ScopeAdmin}},
-				{Name: "disks", Password: "disks", Scopes: director.DiskScopes},
-			}})
+			Users: users})
 	}()
 	stop := func() {
 		cancel()
@@ -179,6 +218,7 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 		cfg.Admin = dynamicdisks.Credentials{Username: "admin", Password: "admin"}
 		cfg.Disks = dynamicdisks.Credentials{Username: "disks", Password: "disks"}
 		cfg.Setup.StemcellLocation = stemcell
+		cfg.ScopeCredentials = dynamicdisks.ScopeCredentialsFor(users)
 		return stop, nil
 	case err := <-done:
 		cancel()

@@ -44,13 +44,13 @@ func TestCertifyDirectorAcceptsTheReferenceDirector(t *testing.T) {
 	}
 }
 
-// A director that cannot be reached fails the run, and says so: never an
-// empty pass.
+// A director that cannot be reached is a harness error, not a director
+// violation: exit 2, NOT CERTIFIED, never an empty pass.
 func TestCertifyDirectorFailsOnAnUnreachableDirector(t *testing.T) {
 	code, out := certifyDirector(t, "--url", "https://127.0.0.1:1", "--insecure",
 		"--admin-user", "a", "--admin-password", "a", "--disk-user", "d", "--disk-password", "d")
-	if code == 0 {
-		t.Fatalf("exit 0 against a director that is not there:\n%s", out)
+	if code != 2 || !strings.Contains(out, "NOT CERTIFIED: 1 harness errors") {
+		t.Fatalf("exit %d against a director that is not there; want 2 and NOT CERTIFIED:\n%s", code, out)
 	}
 }
 

@@ -68,7 +68,7 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "fakeiaas listening on %s (data dir %s, %s store)\n", tb.URL(), *dataDir, store)
 	fmt.Fprintf(stdout, "  registry: %s/registry  metadata: %s/metadata  oracle: %s/oracle/state\n", tb.URL(), tb.URL(), tb.URL())
-	fmt.Fprintf(stdout, "  mbus: %s  ssh key: %s\n", tb.MbusURL(), tb.SSHKeyPath())
+	fmt.Fprintf(stdout, "  mbus: %s  ssh key: %s  sftp: %s\n", tb.MbusURL(), tb.SSHKeyPath(), tb.SSH.Addr())
 	fmt.Fprintf(stdout, "  reference CPI: bin/fakeiaas-cpi -configPath %s\n", cpiJSON)
 	fmt.Fprintf(stdout, "  faults: cpilab fakeiaas faults list --url %s\n", tb.URL())
 	if *dockerSocket != "" {

@@ -30,5 +30,11 @@ const (
 	ClauseQueue             = "race (i), dedicated queue: disk work runs on a dedicated queue: a disk task completes while a deploy task is still running"
 	ClauseRaceE             = "race (e): DELETE of an attached disk → detached first (link removed), then deleted; never delete_disk on an in-use disk"
 	ClauseCleanup           = "dynamic disks: clean-up: detach and DELETE of every disk the suite made succeed (newest first), then its deployments are deleted"
+	ClauseList              = "dynamic disks model: GET /dynamic_disks answers a JSON list (an empty director lists [], never null) naming every disk once"
+	ClauseModel             = "dynamic disks model: every request gets one of the answers the model allows, and after it the list, each disk, the task results (and with an oracle the IaaS) match the model"
+	ClauseModelZones        = "dynamic disks model: attach across AZs is refused; create in another AZ makes the disk there; provide across AZs attaches (upstream) or is refused"
+	ClauseModelDeployments  = "dynamic disks model: attach across deployments is refused; provide across deployments attaches (upstream) or is refused"
+	ClauseModelMany         = "dynamic disks model: GET /dynamic_disks lists every disk, more than any page size, each with its metadata"
+	ClauseScopeMatrix       = "dynamic disks: every scope on every route: each bosh.dynamic-disks.* scope grants its own routes only (provide needs create and attach), bosh.read none, admin all; no or a forged token → 401"
 	ClauseSetup             = "(harness) the suite can set up: log in, deploy, find two instances with VMs"
 )

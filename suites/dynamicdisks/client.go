@@ -136,7 +136,7 @@ func httpClient(cfg Config) (*http.Client, error) {
 		tc.RootCAs = pool
 	}
 	tr.TLSClientConfig = tc
-	return &http.Client{Transport: tr, Timeout: cfg.Timeouts.Request,
+	return &http.Client{Transport: retrying{next: tr}, Timeout: cfg.Timeouts.Request,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
 }
 
@@ -149,6 +149,8 @@ type session struct {
 	admin *caller
 	disks *caller
 	anon  *caller
+	// scoped are the scope matrix's callers, by ScopeSets name.
+	scoped map[string]*caller
 
 	mu sync.Mutex
 	// stuck is a disk task seen still queued after Timeouts.Task (0:
@@ -175,6 +177,15 @@ func newSession(ctx context.Context, cfg Config) (*session, error) {
 	if s.anon, err = s.newCaller("anonymous", ""); err != nil {
 		return nil, err
 	}
+	s.scoped = map[string]*caller{}
+	for set, c := range cfg.ScopeCredentials {
+		if _, ok := ScopeSets[set]; !ok {
+			return nil, fmt.Errorf("dynamicdisks: credentials for an unknown scope set %q (known: %s)", set, strings.Join(ScopeSetNames(), ", "))
+		}
+		if s.scoped[set], err = s.login(ctx, "a token holding "+set, c); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -195,7 +206,10 @@ func (s *session) login(ctx context.Context, name string, c Credentials) (*calle
 	form := url.Values{"grant_type": {"password"}, "username": {c.Username}, "password": {c.Password}}
 	x := s.send(ctx, &caller{name: name}, http.MethodPost, "/oauth/token", []byte(form.Encode()),
 		"application/x-www-form-urlencoded")
-	if x.Err != nil || x.Status != http.StatusOK {
+	if x.Err != nil {
+		return nil, fmt.Errorf("dynamicdisks: log in as %s (%s): %w", name, c.Username, x.Err)
+	}
+	if x.Status != http.StatusOK {
 		return nil, fmt.Errorf("dynamicdisks: log in as %s (%s): %s", name, c.Username, x.ResponseString())
 	}
 	var out struct {

@@ -32,6 +32,12 @@ type Config struct {
 	// specs check they allow nothing else (401). Tasks are read as Admin:
 	// upstream lets disk-only tokens read none.
 	Disks Credentials
+	// ScopeCredentials are credentials holding exactly one scope set, by
+	// its ScopeSets name (each bosh.dynamic-disks.* scope alone,
+	// "create+attach", bosh.read, bosh.admin): the scope matrix checks
+	// every route with each. A set without credentials is not checked, and
+	// the matrix says so.
+	ScopeCredentials map[string]Credentials
 
 	// Deployment names an existing deployment whose instances the suite
 	// provides disks to. Empty: the suite deploys its own (see Setup) and
@@ -43,6 +49,15 @@ type Config struct {
 	// Setup is how the suite deploys its own deployment when Deployment is
 	// empty, and how the queue spec deploys a slow one.
 	Setup Setup
+	// SecondDeployment names another deployment with instances (with VMs)
+	// that the model specs provide and attach across deployments to. Empty
+	// with Deployment empty: the suite deploys a second one of its own
+	// (see Setup.SecondInstances); empty with Deployment set: the
+	// cross-deployment spec is not checked.
+	SecondDeployment string
+	// ManyDisks is how many disks the model's list spec makes at once, to
+	// pass any page size of GET /dynamic_disks. Default 105.
+	ManyDisks int
 
 	// DiskPool is the disk_pool_name the suite provides disks from (a
 	// disk_type of the cloud config). Default "dynamic" when the suite
@@ -103,8 +118,13 @@ type Setup struct {
 	KeepCloudConfig bool
 	// Manifest returns the manifest of a deployment named name with n
 	// instances, on the stemcell of operating system os. Default
-	// DefaultManifest (it matches DefaultCloudConfig).
+	// DefaultManifest (it matches DefaultCloudConfig). The suite's own
+	// deployment has three instances (two in one AZ, one in another when
+	// the manifest spreads them over two AZs).
 	Manifest func(name, os string, n int) []byte
+	// SecondInstances is the size of the second deployment the suite
+	// deploys (default 1); below 0 the suite deploys none.
+	SecondInstances int
 }
 
 // Timeouts bound the suite's waits.
@@ -176,10 +196,12 @@ const (
 )
 
 // DefaultCloudConfig is the cloud config the suite uploads when it deploys
-// its own deployment: one AZ, a vm_type, a network and the disk_type
+// its own deployment: two AZs, a vm_type, a network and the disk_type
 // "dynamic" (16 MiB).
 var DefaultCloudConfig = []byte(`azs:
 - name: z1
+  cloud_properties: {}
+- name: z2
   cloud_properties: {}
 vm_types:
 - name: default
@@ -192,12 +214,13 @@ networks:
 - name: default
   type: dynamic
   subnets:
-  - azs: [z1]
+  - azs: [z1, z2]
     cloud_properties: {}
 `)
 
 // DefaultManifest is a deployment named name of n instances in instance
-// group "dd", on the newest stemcell of os, matching DefaultCloudConfig.
+// group "dd", spread over AZs z1 and z2, on the newest stemcell of os,
+// matching DefaultCloudConfig.
 func DefaultManifest(name, os string, n int) []byte {
 	return fmt.Appendf(nil, `name: %s
 stemcells:
@@ -207,7 +230,7 @@ stemcells:
 instance_groups:
 - name: dd
   instances: %d
-  azs: [z1]
+  azs: [z1, z2]
   vm_type: default
   stemcell: default
   networks:
@@ -232,6 +255,9 @@ func (c Config) withDefaults() Config {
 	d(&c.Timeouts.Settle, 300*time.Millisecond)
 	if c.Concurrency <= 0 {
 		c.Concurrency = 4
+	}
+	if c.ManyDisks <= 0 {
+		c.ManyDisks = 105
 	}
 	if c.DiskSizeMiB <= 0 {
 		c.DiskSizeMiB = 16

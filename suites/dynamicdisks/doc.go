@@ -17,6 +17,24 @@
 // labelled area:, endpoint:, race: and queue:, and cap: for what they need
 // beyond the API.
 //
+//   - the model (Model): a pure state machine of disks, instances,
+//     deployments and pools giving, for every request, the answers
+//     docs/upstream.md allows and the state that follows. The model specs
+//     run first: a director the suite has not touched lists a JSON list
+//     (null is refused); a lifecycle of provide, create, attach, detach and
+//     DELETE, valid and invalid, with metadata; attach and provide across
+//     AZs and across deployments (the suite deploys three instances over
+//     two AZs and a second deployment); more disks than any page size
+//     (Config.ManyDisks). After every request the list, each disk (GET
+//     /dynamic_disks/:name when the director has it), the task results
+//     and, with an Oracle, the IaaS are compared with the model;
+//   - every scope on every route (Config.ScopeCredentials, one user per
+//     ScopeSets entry, plus no credentials and a forged token) against
+//     the model's authorisation table (Authorized);
+//   - clients behave like clients: a request safe to repeat (reads,
+//     DELETE, detach, attach, provide) is sent again after a dropped
+//     connection or a 5xx, and the last answer judged; a director that
+//     cannot be reached even so is a HarnessError, never a violation;
 //   - provide creates and attaches, and its task result holds disk_cid;
 //     provide again to the same VM returns the same disk_cid; provide to
 //     another VM while attached fails; provide of an existing unattached
@@ -48,7 +66,9 @@
 //     Timeouts.Task fails its spec as a queue without a worker, and later
 //     specs then fail fast instead of each waiting the full timeout.
 //
-// With an Oracle the IaaS is checked behind the API (attachments, deletes,
+// FakeCloud and SFTPLinks give the Oracle, Gates and Links of a fake cloud
+// served by `cpilab fakeiaas` (certify-director --cloud). With an Oracle
+// the IaaS is checked behind the API (attachments, deletes,
 // metadata); with Links, the agent's /var/vcap/data/dynamic_disks links.
 // A spec whose capability is absent is skipped with the reason, and the
 // Summary lists it as not checked, never as passed (STYLE 2).
@@ -93,5 +113,7 @@
 // The package's own tests run the suite against the reference director
 // (director/lab), against its upstream profile (which must fail the race
 // and queue specs), against a director with broken auth and input handling,
-// and against `cpilab director` known only by URL and credentials.
+// against `cpilab director` known only by URL and credentials, and on a
+// served fake cloud; and every entry of fixtures/directorbugs (realistic
+// Director bugs, each rejected, and legal variants, each accepted).
 package dynamicdisks

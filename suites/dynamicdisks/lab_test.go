@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +24,10 @@ import (
 	"github.com/cpilab/cpilab/director/launch"
 	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/fixtures/directorbugs"
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
+	"github.com/cpilab/cpilab/testbed"
 )
 
 // Ginkgo runs one suite per process, so each test runs the suite against a
@@ -34,6 +37,11 @@ import (
 const (
 	childEnv  = "CPILAB_DYNAMICDISKS_CHILD"
 	reportEnv = "CPILAB_DYNAMICDISKS_REPORT"
+	// filterEnv is a label filter for the child's run ("" : every spec).
+	filterEnv = "CPILAB_DYNAMICDISKS_FILTER"
+	// catalogPrefix prefixes a child profile naming a directorbugs entry:
+	// the reference director behind that fault.
+	catalogPrefix = "catalog:"
 )
 
 func TestMain(m *testing.M) {
@@ -66,9 +74,16 @@ var labProfiles = map[string]func() (director.Knobs, error){
 // writes the summary to report.
 func child(profile, report string) (err error) {
 	if profile == "launch" {
-		return launchChild(report)
+		return launchChild(report, false)
 	}
+	if profile == "cloud" {
+		return launchChild(report, true)
+	}
+	bug := directorbugs.Find(strings.TrimPrefix(profile, catalogPrefix))
 	knobsOf, ok := labProfiles[profile]
+	if bug.Name != "" && strings.HasPrefix(profile, catalogPrefix) {
+		knobsOf, ok = labProfiles["reference"], true
+	}
 	if !ok {
 		return fmt.Errorf("unknown profile %q", profile)
 	}
@@ -95,10 +110,11 @@ func child(profile, report string) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, d.Close()) }()
-	auth, err := director.NewAuth(director.AuthConfig{Runtime: r, Users: []director.User{
+	users := append([]director.User{
 		{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
 		{Name: "csi", Password: "csi-pw", Scopes: director.DiskScopes},
-	}})
+	}, dynamicdisks.ScopeUsers("scope-", "scope-pw")...)
+	auth, err := director.NewAuth(director.AuthConfig{Runtime: r, Users: users})
 	if err != nil {
 		return err
 	}
@@ -109,6 +125,9 @@ func child(profile, report string) (err error) {
 	handler := api.Handler()
 	if profile == "broken-api" {
 		handler = brokenAPI(handler)
+	}
+	if bug.Name != "" {
+		handler = bug.Wrap(handler, "admin", "admin-pw")
 	}
 	srv, err := director.Serve(director.ServeConfig{Handler: handler})
 	if err != nil {
@@ -121,10 +140,11 @@ func child(profile, report string) (err error) {
 	}
 	cfg := dynamicdisks.Config{
 		URL: srv.URL(), CACertPEM: srv.CACertPEM(),
-		Admin:  dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
-		Disks:  dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
-		Setup:  dynamicdisks.Setup{StemcellLocation: stemcell},
-		Oracle: oracle{l.Cloud}, Links: links{l.Cloud}, Gates: gates{l.Cloud},
+		Admin:            dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
+		Disks:            dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
+		Setup:            dynamicdisks.Setup{StemcellLocation: stemcell},
+		ScopeCredentials: dynamicdisks.ScopeCredentialsFor(users),
+		Oracle:           oracle{l.Cloud}, Links: links{l.Cloud}, Gates: gates{l.Cloud},
 		// Short: a disk task still queued after 3 s is stuck (every task
 		// of the lab takes milliseconds).
 		// Settle: a generous wait for the second create_disk of race (a),
@@ -136,7 +156,8 @@ func child(profile, report string) (err error) {
 
 // runSuite runs the suite and writes its summary to report.
 func runSuite(cfg dynamicdisks.Config, report string) error {
-	sum, err := dynamicdisks.Run(context.Background(), cfg, dynamicdisks.RunOptions{Timeout: 2 * time.Minute})
+	sum, err := dynamicdisks.Run(context.Background(), cfg, dynamicdisks.RunOptions{Timeout: 2 * time.Minute,
+		LabelFilter: os.Getenv(filterEnv)})
 	if err != nil {
 		return err
 	}
@@ -151,24 +172,41 @@ func runSuite(cfg dynamicdisks.Config, report string) error {
 // serves it (embedded NATS, SQLite, users from its config), knowing only
 // its URL, CA certificate and credentials, as for any other director: no
 // oracle, links or gates.
-func launchChild(report string) error {
+//
+// With onCloud the director runs on a fake cloud served apart (a testbed:
+// `cpilab fakeiaas`), and the suite is given that cloud as --cloud gives
+// it: its oracle, its gates, and SFTP onto its VMs.
+func launchChild(report string, onCloud bool) error {
+	launchUsers := append([]director.User{
+		{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
+		// The RFC's scope names this time.
+		{Name: "csi", Password: "csi-pw", Scopes: director.DiskScopes},
+	}, dynamicdisks.ScopeUsers("scope-", "scope-pw")...)
 	dir, err := os.MkdirTemp(filepath.Dir(report), "launch-") // in the parent's t.TempDir, as in child
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	var cpiConfig string
+	var cloud *testbed.Testbed
+	if onCloud {
+		if cloud, err = testbed.Start(testbed.Config{Dir: filepath.Join(dir, "cloud")}); err != nil {
+			return err
+		}
+		defer cloud.Close()
+		if cpiConfig, err = cloud.CPIConfig(testbed.CPISetup{}); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan launch.Info, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- launch.Run(ctx, launch.Config{DataDir: dir, Listen: "127.0.0.1:0", Out: io.Discard,
-			Users: []director.User{
-				{Name: "admin", Password: "admin-pw", Scopes: []string{director.ScopeAdmin}},
-				// The RFC's scope names this time.
-				{Name: "csi", Password: "csi-pw", Scopes: director.DiskScopes},
-			},
-			Ready: func(i launch.Info) { ready <- i }})
+		done <- launch.Run(ctx, launch.Config{DataDir: filepath.Join(dir, "director"), Listen: "127.0.0.1:0", Out: io.Discard,
+			CPIConfig: cpiConfig,
+			Users:     launchUsers,
+			Ready:     func(i launch.Info) { ready <- i }})
 	}()
 	var info launch.Info
 	select {
@@ -184,12 +222,20 @@ func launchChild(report string) error {
 	if err != nil {
 		return err
 	}
-	err = runSuite(dynamicdisks.Config{
+	cfg := dynamicdisks.Config{
 		URL: info.URL, CACertPEM: ca,
-		Admin: dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
-		Disks: dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
-		Setup: dynamicdisks.Setup{StemcellLocation: stemcell},
-	}, report)
+		Admin:            dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
+		Disks:            dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
+		ScopeCredentials: dynamicdisks.ScopeCredentialsFor(launchUsers),
+		Setup:            dynamicdisks.Setup{StemcellLocation: stemcell},
+	}
+	if cloud != nil {
+		cfg.Oracle, cfg.Gates = dynamicdisks.FakeCloud(cloud.URL())
+		if cfg.Links, err = dynamicdisks.SFTPLinks(cloud.SSH.Addr(), cloud.SSHKeyPath()); err != nil {
+			return err
+		}
+	}
+	err = runSuite(cfg, report)
 	cancel()
 	return errors.Join(err, <-done)
 }
@@ -305,10 +351,17 @@ func (g gate) Release(ctx context.Context) error {
 // process and returns its summary.
 func runChild(t *testing.T, profile string) dynamicdisks.Summary {
 	t.Helper()
+	return runChildFiltered(t, profile, "")
+}
+
+// runChildFiltered is runChild running only the specs filter selects
+// ("" : all).
+func runChildFiltered(t *testing.T, profile, filter string) dynamicdisks.Summary {
+	t.Helper()
 	report := filepath.Join(t.TempDir(), "summary.json")
 	start := time.Now()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+profile, reportEnv+"="+report)
+	cmd.Env = append(os.Environ(), childEnv+"="+profile, reportEnv+"="+report, filterEnv+"="+filter)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the suite against the %s director: %v\n%s", profile, err, out)
@@ -428,8 +481,21 @@ func TestLaunchedDirectorWithoutOracle(t *testing.T) {
 	}
 }
 
+// Against `cpilab director` on a fake cloud served apart, given that cloud
+// as certify-director --cloud gives it (oracle, gates, SFTP links), the
+// specs that need the cloud run and pass: none is not checked for want of
+// an oracle.
+func TestLaunchedDirectorOnACloud(t *testing.T) {
+	t.Parallel()
+	sum := runChildFiltered(t, "cloud", "cap:oracle || cap:links || cap:gates")
+	if !sum.OK() || sum.Skipped != 0 || sum.Passed < 4 {
+		t.Fatalf("against cpilab director on a fake cloud: %d passed, %d failed, %d not checked %v; want the 4 cloud specs passed",
+			sum.Passed, sum.Failed, sum.Skipped, sum.NotChecked)
+	}
+}
+
 // The suite catches a director whose auth and input handling are broken
-// (brokenAPI): exactly the 401, 403 and bad-body specs fail, and each says
+// (brokenAPI): exactly the 401, scope and bad-body specs fail, and each says
 // what the director answered instead.
 func TestBrokenAPIFailsAuthAndInputSpecs(t *testing.T) {
 	t.Parallel()
@@ -438,6 +504,8 @@ func TestBrokenAPIFailsAuthAndInputSpecs(t *testing.T) {
 		dynamicdisks.ClauseNoCredentials: "answered HTTP 200, not 401",
 		dynamicdisks.ClauseScopeOnly:     "answered HTTP 200 to the disk-scoped credentials, not 401",
 		dynamicdisks.ClauseBadBody:       "does not name the property",
+		// A token lacking the list scope gets 200 instead of its 401.
+		dynamicdisks.ClauseScopeMatrix: "want 401: the route needs",
 	}
 	for _, s := range sum.Specs {
 		did, broken := want[s.Text]
@@ -454,4 +522,77 @@ func TestBrokenAPIFailsAuthAndInputSpecs(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("specs did not run: %v", want)
 	}
+}
+
+// Every bug of the director catalog is rejected, by a violation (never a
+// harness error), and every legal variant accepted. A bug runs only the
+// specs its entry names (a default run runs them all); a variant runs the
+// whole suite, since any spec could raise a false alarm. Set
+// CPILAB_CATALOG_FULL=1 to run every bug with the whole suite too. The
+// children run eight at a time: each mostly waits on its director.
+func TestDirectorBugCatalog(t *testing.T) {
+	t.Parallel()
+	full := os.Getenv("CPILAB_CATALOG_FULL") != ""
+	bugs, legal := 0, 0
+	type outcome struct {
+		sum dynamicdisks.Summary
+		err error
+	}
+	out := make([]outcome, len(directorbugs.Catalog))
+	dir := t.TempDir()
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, e := range directorbugs.Catalog {
+		if e.Legal {
+			legal++
+		} else {
+			bugs++
+		}
+		filter := e.Catches
+		if e.Legal || full {
+			filter = ""
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i].sum, out[i].err = childSummary(filepath.Join(dir, e.Name+".json"), catalogPrefix+e.Name, filter)
+		})
+	}
+	wg.Wait()
+	for i, e := range directorbugs.Catalog {
+		sum, err := out[i].sum, out[i].err
+		var text strings.Builder
+		sum.WriteText(&text)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", e.Name, err)
+		case e.Legal && !sum.OK():
+			t.Errorf("the legal variant %q (%s) is rejected:\n%s", e.Name, e.Story, text.String())
+		case !e.Legal && sum.OK():
+			t.Errorf("the bug %q (%s) is accepted:\n%s", e.Name, e.Story, text.String())
+		case !e.Legal && (sum.Violated == 0 || sum.HarnessErrors > 0):
+			t.Errorf("the bug %q is rejected for a harness error, not a violation:\n%s", e.Name, text.String())
+		default:
+			t.Logf("%s (legal %v): %d passed, %d failed, %d not checked", e.Name, e.Legal, sum.Passed, sum.Failed, sum.Skipped)
+		}
+	}
+	if bugs < 12 || legal < 4 {
+		t.Errorf("the catalog holds %d bugs and %d legal variants; want at least 12 and 4", bugs, legal)
+	}
+}
+
+// childSummary runs the suite against a lab director of profile in a child
+// process, writing its summary to report, and returns the summary.
+func childSummary(report, profile, filter string) (dynamicdisks.Summary, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+profile, reportEnv+"="+report, filterEnv+"="+filter)
+	var sum dynamicdisks.Summary
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return sum, fmt.Errorf("the suite against the %s director: %v\n%s", profile, err, b)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		return sum, err
+	}
+	return sum, json.Unmarshal(b, &sum)
 }

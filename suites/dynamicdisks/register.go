@@ -88,9 +88,12 @@ type SpecResult struct {
 	Reason string `json:"reason,omitempty"`
 	// Violations are the broken clauses with the exchange that showed
 	// each.
-	Violations []Violation        `json:"violations,omitempty"`
-	Duration   time.Duration      `json:"duration"`
-	Location   types.CodeLocation `json:"-"`
+	Violations []Violation `json:"violations,omitempty"`
+	// Harness are failures of the suite's side (the director could not be
+	// reached): the spec checked nothing.
+	Harness  []HarnessError     `json:"harness,omitempty"`
+	Duration time.Duration      `json:"duration"`
+	Location types.CodeLocation `json:"-"`
 }
 
 // Failed reports whether the spec failed (in any way).
@@ -117,10 +120,21 @@ type Summary struct {
 	NotChecked map[string]int `json:"not_checked,omitempty"`
 	// SuiteFailure is a failure outside any spec (set-up, clean-up).
 	SuiteFailure string `json:"suite_failure,omitempty"`
+	// HarnessErrors counts the failures (of specs, set-up or clean-up)
+	// that were the suite's own: the director could not be reached.
+	HarnessErrors int `json:"harness_errors,omitempty"`
+	// Violated counts the failed specs that are no harness error.
+	Violated int `json:"violated,omitempty"`
 }
 
 // OK reports whether nothing failed and at least one spec passed.
-func (s Summary) OK() bool { return s.Failed == 0 && s.Passed > 0 && s.SuiteFailure == "" }
+func (s Summary) OK() bool {
+	return s.Failed == 0 && s.Passed > 0 && s.SuiteFailure == "" && s.HarnessErrors == 0
+}
+
+// HarnessOnly reports whether the run failed only for harness errors: it
+// could not certify, and found no violation (certify-director exits 2).
+func (s Summary) HarnessOnly() bool { return s.HarnessErrors > 0 && s.Violated == 0 }
 
 // Summarize builds a Summary from a Ginkgo report (of Run, or of a suite
 // that embeds Register).
@@ -133,10 +147,22 @@ func Summarize(r types.Report) Summary {
 		if sr.LeafNodeType != types.NodeTypeIt {
 			if sr.Failed() {
 				s.SuiteFailure = strings.TrimSpace(s.SuiteFailure + "\n" + sr.LeafNodeType.String() + ": " + sr.Failure.Message)
+				if len(specResult(sr).Harness) > 0 {
+					s.HarnessErrors++
+				} else {
+					s.Violated++
+				}
 			}
 			continue
 		}
 		res := specResult(sr)
+		if res.Failed() {
+			if len(res.Harness) > 0 {
+				s.HarnessErrors++
+			} else if !strings.Contains(res.Reason, "harness error") {
+				s.Violated++
+			}
+		}
 		s.Specs = append(s.Specs, res)
 		switch {
 		case res.State == types.SpecStatePassed.String():
@@ -161,6 +187,9 @@ func specResult(sr types.SpecReport) SpecResult {
 	for _, e := range sr.ReportEntries {
 		if v, ok := e.Value.GetRawValue().(Violation); ok && e.Name == ReportEntryViolation {
 			res.Violations = append(res.Violations, v)
+		}
+		if h, ok := e.Value.GetRawValue().(HarnessError); ok && e.Name == ReportEntryHarness {
+			res.Harness = append(res.Harness, h)
 		}
 	}
 	return res

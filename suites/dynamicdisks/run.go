@@ -25,6 +25,21 @@ type run struct {
 	stemcellOS string
 	seq        atomic.Int64
 	base       context.Context // the run's context (Run's ctx); specs also stop on their own
+
+	// insts are the instances of the suite's deployments (its own and
+	// the second one), as set-up found them.
+	insts []director.Instance
+	// m is the model of the dynamic disks API the model specs walk.
+	m *Model
+	// gone are the cids of disks the model deleted (the IaaS must lose
+	// them).
+	gone []string
+	// noGetRoute: the director answered 404 to GET /dynamic_disks/:name of
+	// a disk it lists (upstream has no such route); sawGetRoute: it
+	// answered 200 once.
+	noGetRoute, sawGetRoute bool
+	// prepared: the stemcell and cloud config are uploaded.
+	prepared bool
 }
 
 // ctx is a spec's context, also cancelled when the run's is.
@@ -63,9 +78,14 @@ func (r *run) setUp(ctx context.Context, cfg Config) {
 	}
 	r.s, r.t = s, &tracker{s: s}
 	r.deployment = r.cfg.Deployment
+	second := r.cfg.SecondDeployment
 	if r.deployment == "" {
 		r.deployment = r.cfg.RunID
-		r.deploy(ctx, r.deployment)
+		r.deploy(ctx, r.deployment, 3)
+		if second == "" && r.cfg.Setup.SecondInstances >= 0 {
+			second = r.cfg.RunID + "-two"
+			r.deploy(ctx, second, max(r.cfg.Setup.SecondInstances, 1))
+		}
 	}
 	insts, err := s.admin.dc.Instances(ctx, r.deployment)
 	if err != nil {
@@ -73,6 +93,10 @@ func (r *run) setUp(ctx context.Context, cfg Config) {
 	}
 	var use []director.Instance
 	for _, in := range insts {
+		if in.Deployment == "" {
+			in.Deployment = r.deployment
+		}
+		r.insts = append(r.insts, in)
 		if in.VMCID == "" {
 			continue
 		}
@@ -80,24 +104,48 @@ func (r *run) setUp(ctx context.Context, cfg Config) {
 			use = append(use, in)
 		}
 	}
+	if second != "" {
+		more, err := s.admin.dc.Instances(ctx, second)
+		if err != nil {
+			violatef(ClauseSetup, nil, "GET /deployments/%s/instances as admin: %v", second, err)
+		}
+		for _, in := range more {
+			if in.Deployment == "" {
+				in.Deployment = second
+			}
+			r.insts = append(r.insts, in)
+		}
+	}
 	if len(use) < 2 {
 		violatef(ClauseSetup, nil, "deployment %s has %d usable instances (with a VM%s); the suite needs two: %+v",
 			r.deployment, len(use), map[bool]string{true: ", named by Config.Instances"}[len(r.cfg.Instances) > 0], insts)
 	}
+	// a and b: two instances in one AZ (the first AZ that has two).
 	r.a, r.b = use[0], use[1]
+pick:
+	for i, in := range use {
+		for _, other := range use[i+1:] {
+			if other.AZ == in.AZ {
+				r.a, r.b = in, other
+				break pick
+			}
+		}
+	}
+	r.initModel(r.insts)
 	GinkgoWriter.Printf("dynamic disks suite: run %s, deployment %s, instances %s (VM %s) and %s (VM %s), pool %s\n",
 		r.cfg.RunID, r.deployment, r.a.ID, r.a.VMCID, r.b.ID, r.b.VMCID, r.cfg.DiskPool)
 }
 
 // deploy uploads Setup's stemcell and cloud config, then deploys name
-// with two instances, tracking it for clean-up.
-func (r *run) deploy(ctx context.Context, name string) {
+// with n instances, tracking it for clean-up.
+func (r *run) deploy(ctx context.Context, name string, n int) {
 	GinkgoHelper()
 	s, su := r.s, r.cfg.Setup
 	dctx, cancel := context.WithTimeout(ctx, r.cfg.Timeouts.Deploy)
 	defer cancel()
 	var err error
 	switch {
+	case r.prepared:
 	case su.StemcellLocation != "":
 		err = s.admin.dc.UploadStemcell(dctx, su.StemcellLocation)
 	case len(su.StemcellManifest) > 0:
@@ -106,13 +154,14 @@ func (r *run) deploy(ctx context.Context, name string) {
 	if err != nil {
 		violatef(ClauseSetup, nil, "stemcell upload as admin: %v", err)
 	}
-	if !su.KeepCloudConfig {
+	if !su.KeepCloudConfig && !r.prepared {
 		if err := s.admin.dc.UpdateCloudConfig(dctx, su.CloudConfig); err != nil {
 			violatef(ClauseSetup, nil, "POST /cloud_configs as admin: %v", err)
 		}
 	}
+	r.prepared = true
 	r.t.add("deployment", name)
-	if err := s.admin.dc.Deploy(dctx, su.Manifest(name, r.osOf(dctx), 2)); err != nil {
+	if err := s.admin.dc.Deploy(dctx, su.Manifest(name, r.osOf(dctx), n)); err != nil {
 		violatef(ClauseSetup, nil, "deploy %s as admin: %v", name, err)
 	}
 }
@@ -152,6 +201,8 @@ type createBody struct {
 	DiskPoolName string `json:"disk_pool_name"`
 	DiskSize     int    `json:"disk_size"`
 	InstanceID   string `json:"instance_id,omitempty"`
+	// Metadata is upstream's optional metadata hash.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 func (r *run) provide(ctx context.Context, name, instance string, meta map[string]string) *Exchange {

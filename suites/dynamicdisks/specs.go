@@ -40,9 +40,11 @@ func describe(cfg *Config, base context.Context) {
 			r.setUp(ctx, *cfg)
 		})
 		BeforeEach(func() { r.requireCaps() })
+		modelSpecs(r)
 		semanticsSpecs(r)
 		iaasSpecs(r)
 		authSpecs(r)
+		scopeSpecs(r)
 		inputSpecs(r)
 		concurrencySpecs(r)
 		It(ClauseCleanup, labels("cleanup", "detach", "delete"), func(sctx SpecContext) {
@@ -71,55 +73,6 @@ func semanticsSpecs(r *run) {
 		}
 	})
 
-	It(ClauseProvideIdempotent, labels("provide", "provide"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		name := r.name("again")
-		first := r.doneCID(ctx, ClauseProvideIdempotent, r.provide(ctx, name, r.a.ID, nil))
-		x := r.provide(ctx, name, r.a.ID, nil)
-		again := r.doneCID(ctx, ClauseProvideIdempotent, x)
-		if again != first {
-			violatef(ClauseProvideIdempotent, x, "the second provide returned disk_cid %q; the first returned %q", again, first)
-		}
-	})
-
-	It(ClauseProvideElsewhere, labels("provide", "provide", "list"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		name := r.name("elsewhere")
-		cid := r.doneCID(ctx, ClauseProvideElsewhere, r.provide(ctx, name, r.a.ID, nil))
-		x := r.provide(ctx, name, r.b.ID, nil)
-		r.refused(ctx, ClauseProvideElsewhere, x, http.StatusConflict, http.StatusUnprocessableEntity)
-		if d, ok := r.listed(ctx, ClauseProvideElsewhere, name); !ok || d.CID != cid || !listedOn(d, r.a) {
-			violatef(ClauseProvideElsewhere, x, "after the refused provide GET /dynamic_disks shows %+v (listed %v); want %s still on instance %s", d, ok, cid, r.a.ID)
-		}
-	})
-
-	It(ClauseProvideUnattached, labels("provide", "provide", "detach", "list"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		name := r.name("unattached")
-		cid := r.doneCID(ctx, ClauseProvideUnattached, r.provide(ctx, name, r.a.ID, nil))
-		r.done(ctx, ClauseProvideUnattached, r.detach(ctx, name))
-		x := r.provide(ctx, name, r.b.ID, nil)
-		again := r.doneCID(ctx, ClauseProvideUnattached, x)
-		if again != cid {
-			violatef(ClauseProvideUnattached, x, "provide of the existing unattached disk %s returned disk_cid %q: a new disk, not the existing one", cid, again)
-		}
-		if d, ok := r.listed(ctx, ClauseProvideUnattached, name); !ok || !listedOn(d, r.b) {
-			violatef(ClauseProvideUnattached, x, "GET /dynamic_disks shows %+v (listed %v); want it attached to instance %s (VM %s)", d, ok, r.b.ID, r.b.VMCID)
-		}
-	})
-
-	It(ClauseDetach, labels("detach", "provide", "detach", "list"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		name := r.name("detach")
-		cid := r.doneCID(ctx, ClauseDetach, r.provide(ctx, name, r.a.ID, nil))
-		r.done(ctx, ClauseDetach, r.detach(ctx, name))
-		x := r.detach(ctx, name)
-		r.done(ctx, ClauseDetach, x)
-		if d, ok := r.listed(ctx, ClauseDetach, name); !ok || d.CID != cid || d.InstanceName() != "" {
-			violatef(ClauseDetach, x, "after detach GET /dynamic_disks shows %+v (listed %v); want %s listed, attached nowhere", d, ok, cid)
-		}
-	})
-
 	It(ClauseDetachUnknown+" (a failed task, or 404)", labels("detach", "detach"), func(sctx SpecContext) {
 		ctx := r.ctx(sctx)
 		r.refused(ctx, ClauseDetachUnknown, r.detach(ctx, r.name("never-made")), http.StatusNotFound)
@@ -128,38 +81,6 @@ func semanticsSpecs(r *run) {
 	It(ClauseDeleteAbsent, labels("delete", "delete"), func(sctx SpecContext) {
 		ctx := r.ctx(sctx)
 		r.done(ctx, ClauseDeleteAbsent, r.remove(ctx, r.name("absent")))
-	})
-
-	It(ClauseDeleteDetached, labels("delete", "provide", "detach", "delete", "list"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		name := r.name("delete")
-		r.doneCID(ctx, ClauseDeleteDetached, r.provide(ctx, name, r.a.ID, nil))
-		r.done(ctx, ClauseDeleteDetached, r.detach(ctx, name))
-		x := r.remove(ctx, name)
-		r.done(ctx, ClauseDeleteDetached, x)
-		if d, ok := r.listed(ctx, ClauseDeleteDetached, name); ok {
-			violatef(ClauseDeleteDetached, x, "the delete task succeeded, but GET /dynamic_disks still lists %+v", d)
-		}
-		r.done(ctx, ClauseDeleteAbsent, r.remove(ctx, name))
-	})
-
-	It(ClauseCreateAttach, labels("create", "create", "attach", "list"), func(sctx SpecContext) {
-		ctx := r.ctx(sctx)
-		name := r.name("create")
-		x := r.create(ctx, name, r.a)
-		cid := r.doneCID(ctx, ClauseCreateAttach, x)
-		d, ok := r.listed(ctx, ClauseCreateAttach, name)
-		if !ok || d.CID != cid || d.InstanceName() != "" {
-			violatef(ClauseCreateAttach, x, "after create GET /dynamic_disks shows %+v (listed %v); want %s listed, attached nowhere", d, ok, cid)
-		}
-		x = r.attach(ctx, name, r.a.ID)
-		if got := r.done(ctx, ClauseCreateAttach, x); got != "" && got != cid {
-			violatef(ClauseCreateAttach, x, "attach returned disk_cid %q; create made %q", got, cid)
-		}
-		d, ok = r.listed(ctx, ClauseCreateAttach, name)
-		if !ok || d.CID != cid || !listedOn(d, r.a) {
-			violatef(ClauseCreateAttach, x, "after attach GET /dynamic_disks shows %+v (listed %v); want %s attached to instance %s", d, ok, cid, r.a.ID)
-		}
 	})
 
 	It(ClauseTasks, labels("tasks", "create", "attach", "provide", "detach", "delete"), func(sctx SpecContext) {

@@ -38,6 +38,13 @@ func (t *tracker) add(kind, name string) {
 	}
 }
 
+// forget stops tracking kind name (it is gone).
+func (t *tracker) forget(kind, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.res = slices.DeleteFunc(t.res, func(r resource) bool { return r == resource{kind: kind, name: name} })
+}
+
 // cleanup deletes everything tracked, newest first. When the dynamic_disks
 // queue is found not to run tasks it stops deleting disks (each would wait
 // forever) and lists what it left.

@@ -46,8 +46,19 @@ func violate(v Violation) {
 
 // violatef fails the current spec: clause broke, x showed it (nil: no
 // exchange), and did says how.
+//
+// When the exchange got no answer, or an argument is an error reaching the
+// director, it is a harness error instead: the suite could not ask.
 func violatef(clause string, x *Exchange, format string, args ...any) {
 	GinkgoHelper()
+	if x != nil && x.Err != nil {
+		harnessf("%s: %s: %s", x.RequestString(), x.ResponseString(), fmt.Sprintf(format, args...))
+	}
+	for _, a := range args {
+		if err, ok := a.(error); ok && transportErr(err) {
+			harnessf("%s", fmt.Sprintf(format, args...))
+		}
+	}
 	v := Violation{Clause: clause, Did: fmt.Sprintf(format, args...)}
 	if x != nil {
 		v.Request, v.Response = x.RequestString(), x.ResponseString()

@@ -124,11 +124,27 @@ func checkInit(ctx context.Context, s *Session) error {
 		if err != nil {
 			return err
 		}
-		if !jsonEqual(again.Output, first.Output) {
+		if !jsonEqual(kubeletInit(again.Output), kubeletInit(first.Output)) {
 			return violation(ClauseInitCapabilities, &again, "init answered differently on a node than on the controller: %s vs %s", again.Output, first.Output)
 		}
 	}
 	return nil
+}
+
+// kubeletInit is what kubelet reads of an init answer: its status and its
+// capabilities (driver-call.go's DriverStatus; the message is only logged).
+// Other keys, which a driver may fill per call (a duration, a request id),
+// are not compared.
+func kubeletInit(out []byte) []byte {
+	var v struct {
+		Status       json.RawMessage `json:"status"`
+		Capabilities json.RawMessage `json:"capabilities"`
+	}
+	if json.Unmarshal(out, &v) != nil {
+		return out
+	}
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func jsonEqual(a, b []byte) bool {
