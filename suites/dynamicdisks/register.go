@@ -62,7 +62,8 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Minute
 	}
-	report, err := suites.RunTree("cpilab dynamic disks API certification", func() { describe(&cfg, ctx) },
+	var r *run
+	report, err := suites.RunTree("cpilab dynamic disks API certification", func() { r = describe(&cfg, ctx) },
 		suites.RunOptions{LabelFilter: opts.LabelFilter, Focus: opts.Focus, JUnitReport: opts.JUnitReport,
 			JSONReport: opts.JSONReport, Output: opts.Output, Verbose: opts.Verbose, Timeout: opts.Timeout,
 			Progress: func(_, _ int, sr *types.SpecReport) {
@@ -72,6 +73,11 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
 			}})
 	if err != nil {
 		return Summary{}, err
+	}
+	if r != nil {
+		if p := r.capped.Load(); p != nil {
+			return Summarize(report), fmt.Errorf("the director's answer broke a read cap, so it cannot be certified: %w", *p)
+		}
 	}
 	return Summarize(report), nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/internal/httpread"
 	. "github.com/onsi/ginkgo/v2"
 )
 
@@ -25,6 +26,17 @@ type run struct {
 	stemcellOS string
 	seq        atomic.Int64
 	base       context.Context // the run's context (Run's ctx); specs also stop on their own
+	// capped is the first set-up error caused by an answer over its cap
+	// (httpread.ErrCapped): the director cannot be certified, Run
+	// returns it.
+	capped atomic.Pointer[error]
+}
+
+// noteCapped records err when a peer's answer broke a read cap.
+func (r *run) noteCapped(err error) {
+	if errors.Is(err, httpread.ErrCapped) {
+		r.capped.CompareAndSwap(nil, &err)
+	}
 }
 
 // ctx is a spec's context, also cancelled when the run's is.
@@ -59,6 +71,7 @@ func (r *run) setUp(ctx context.Context, cfg Config) {
 	}
 	s, err := newSession(ctx, r.cfg)
 	if err != nil {
+		r.noteCapped(err)
 		violatef(ClauseSetup, nil, "%v", err)
 	}
 	r.s, r.t = s, &tracker{s: s}
@@ -69,6 +82,7 @@ func (r *run) setUp(ctx context.Context, cfg Config) {
 	}
 	insts, err := s.admin.dc.Instances(ctx, r.deployment)
 	if err != nil {
+		r.noteCapped(err)
 		violatef(ClauseSetup, nil, "GET /deployments/%s/instances as admin: %v", r.deployment, err)
 	}
 	var use []director.Instance
@@ -104,15 +118,18 @@ func (r *run) deploy(ctx context.Context, name string) {
 		err = s.admin.dc.UploadStemcellManifest(dctx, su.StemcellManifest, su.StemcellImagePath)
 	}
 	if err != nil {
+		r.noteCapped(err)
 		violatef(ClauseSetup, nil, "stemcell upload as admin: %v", err)
 	}
 	if !su.KeepCloudConfig {
 		if err := s.admin.dc.UpdateCloudConfig(dctx, su.CloudConfig); err != nil {
+			r.noteCapped(err)
 			violatef(ClauseSetup, nil, "POST /cloud_configs as admin: %v", err)
 		}
 	}
 	r.t.add("deployment", name)
 	if err := s.admin.dc.Deploy(dctx, su.Manifest(name, r.osOf(dctx), 2)); err != nil {
+		r.noteCapped(err)
 		violatef(ClauseSetup, nil, "deploy %s as admin: %v", name, err)
 	}
 }
