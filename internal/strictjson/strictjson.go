@@ -10,7 +10,7 @@
 //   - in an object decoded into a Go struct, two keys that differ only in
 //     case (`"disk_name"` beside `"Disk_Name"`: encoding/json matches
 //     struct fields case-insensitively, so the last would win); with
-//     Options.FoldKeys, in every object;
+//     Options.FoldKeys, in the top-level object too;
 //   - invalid UTF-8 and lone UTF-16 surrogate escapes (read as U+FFFD);
 //   - anything after the one JSON value.
 //
@@ -85,9 +85,10 @@ func (e *Error) Unwrap() error { return e.Cause }
 
 // Options adjust Decode.
 type Options struct {
-	// FoldKeys refuses keys differing only in case in every object, not
-	// only in those decoded into a struct: for bodies read into maps
-	// whose keys are then looked up by name (the Director's API).
+	// FoldKeys refuses keys differing only in case in the top-level
+	// object as well, not only in objects decoded into a struct: for a
+	// body read into a map whose keys are then looked up as property
+	// names (the Director's API). Nested maps (metadata) keep exact keys.
 	FoldKeys bool
 	// DisallowUnknownFields refuses a key no struct field takes.
 	DisallowUnknownFields bool
@@ -152,7 +153,7 @@ func Read(r io.Reader, max int64, v any, o Options) error {
 	return Decode(b, v, o)
 }
 
-func check(b []byte, t reflect.Type, foldAll bool) error {
+func check(b []byte, t reflect.Type, foldTop bool) error {
 	if !utf8.Valid(b) {
 		off := invalidUTF8Offset(b)
 		return &Error{Kind: ErrInvalidUTF8, Detail: fmt.Sprintf("byte 0x%02x at offset %d is not UTF-8", b[off], off)}
@@ -162,7 +163,7 @@ func check(b []byte, t reflect.Type, foldAll bool) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber() // tokens only: never convert numbers
-	c := checker{dec: dec, foldAll: foldAll}
+	c := checker{dec: dec, foldTop: foldTop}
 	if err := c.value("", t); err != nil {
 		return err
 	}
@@ -177,7 +178,7 @@ func check(b []byte, t reflect.Type, foldAll bool) error {
 
 type checker struct {
 	dec     *json.Decoder
-	foldAll bool
+	foldTop bool
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -214,7 +215,7 @@ func (c *checker) value(path string, t reflect.Type) error {
 	case '{':
 		var fields map[string]reflect.Type // struct: folded json name → field type
 		var elem reflect.Type
-		fold := c.foldAll
+		fold := c.foldTop && path == ""
 		if t != nil {
 			switch t.Kind() {
 			case reflect.Struct:

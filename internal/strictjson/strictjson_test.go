@@ -85,6 +85,9 @@ func TestMapKeysDifferingInCase(t *testing.T) {
 	if err := strictjson.Unmarshal([]byte(`{"disk_name":"a","DISK_NAME":"b"}`), &m); err != nil {
 		t.Fatalf("exact keys into a map: %v", err)
 	}
+	if err := strictjson.Decode([]byte(`{"metadata":{"Name":"a","name":"b"}}`), &m, strictjson.Options{FoldKeys: true}); err != nil {
+		t.Fatalf("FoldKeys folded a nested map's keys: %v", err)
+	}
 }
 
 func TestDecodeOptions(t *testing.T) {
