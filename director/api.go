@@ -189,6 +189,8 @@ func decodeBody(r *http.Request, v any) error {
 		return badField("body", "is empty; a JSON object is required")
 	case errors.As(err, &je) && errors.Is(err, strictjson.ErrDuplicateKey):
 		return badField(je.Key, "is ambiguous: %s", je.Detail)
+	case errors.As(err, &je) && errors.Is(err, strictjson.ErrUnknownField):
+		return badField(je.Key, "is not a known field")
 	case errors.As(err, &je) && je.Key != "":
 		return badField(je.Key, "%s", je.Detail)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/internal/strictjson"
 	mount "k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 )
@@ -199,7 +200,7 @@ type Options map[string]string
 
 func parseOptions(raw string) (Options, error) {
 	var m map[string]any
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+	if err := strictjson.Decode([]byte(raw), &m, strictjson.Options{FoldKeys: true}); err != nil {
 		return nil, fmt.Errorf("options are not a JSON object: %v (got %q)", err, raw)
 	}
 	o := Options{}

@@ -1,15 +1,17 @@
 package simulator
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cpilab/cpilab/internal/strictjson"
 )
 
 // The JSON report of a sweep (`cpilab simulate --seeds A..B --json-report
@@ -204,13 +206,8 @@ func ReadSweepReport(path string) (SweepReport, error) {
 		return SweepReport{}, fmt.Errorf("%w: %w", ErrBadReport, err)
 	}
 	var r SweepReport
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := strictjson.Decode(data, &r, strictjson.Options{DisallowUnknownFields: true}); err != nil {
 		return SweepReport{}, fmt.Errorf("%w: %s: %v", ErrBadReport, path, err)
-	}
-	if dec.More() {
-		return SweepReport{}, fmt.Errorf("%w: %s: data after the report object", ErrBadReport, path)
 	}
 	if err := r.check(); err != nil {
 		return SweepReport{}, fmt.Errorf("%w: %s: %v", ErrBadReport, path, err)
@@ -231,6 +228,9 @@ func (r SweepReport) check() error {
 	}
 	if len(r.Shards) == 0 {
 		return errors.New("no shards")
+	}
+	if r.Steps < 0 || r.ElapsedSeconds < 0 || math.IsInf(r.ElapsedSeconds, 0) || math.IsNaN(r.ElapsedSeconds) {
+		return fmt.Errorf("steps %d and elapsed_seconds %v: want counts ≥ 0", r.Steps, r.ElapsedSeconds)
 	}
 	var runs uint64
 	complete := true
@@ -305,6 +305,9 @@ func MergeSweepReports(reports []SweepReport, names []string) (SweepReport, erro
 				s.Source = name
 			}
 			out.Shards = append(out.Shards, s)
+		}
+		if out.Steps > math.MaxInt64-r.Steps {
+			return SweepReport{}, fmt.Errorf("%w: %s: steps %d overflow the sum", ErrBadReport, name, r.Steps)
 		}
 		out.Runs += r.Runs
 		out.Steps += r.Steps

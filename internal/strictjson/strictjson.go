@@ -51,9 +51,12 @@ var (
 	ErrTrailingData = errors.New("data after the JSON value")
 	// ErrEmpty: no value at all (only white space).
 	ErrEmpty = errors.New("no JSON value")
-	// ErrType: a value of the wrong type or an unknown field for the Go
-	// value decoded into (Decode's second step, encoding/json's errors).
+	// ErrType: a value of the wrong type for the Go value decoded into
+	// (Decode's second step, encoding/json's errors).
 	ErrType = errors.New("JSON value of the wrong type")
+	// ErrUnknownField: a key no struct field takes
+	// (Options.DisallowUnknownFields).
+	ErrUnknownField = errors.New("unknown field")
 )
 
 // Error is input the policy refuses.
@@ -65,6 +68,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Kind == ErrUnknownField {
+		return fmt.Sprintf("unknown field %q", e.Key)
+	}
 	var b strings.Builder
 	b.WriteString(e.Kind.Error())
 	if e.Key != "" {
@@ -113,7 +119,7 @@ func Unmarshal(b []byte, v any) error { return Decode(b, v, Options{}) }
 
 // Decode checks b (CheckFor v, and FoldKeys) and then decodes it into v.
 // A type mismatch or an unknown field (DisallowUnknownFields) is an
-// *Error of kind ErrType naming the field.
+// *Error of kind ErrType or ErrUnknownField naming the field.
 func Decode(b []byte, v any, o Options) error {
 	if err := check(b, reflect.TypeOf(v), o.FoldKeys); err != nil {
 		return err
@@ -131,7 +137,7 @@ func Decode(b []byte, v any, o Options) error {
 			return &Error{Kind: ErrType, Key: te.Field, Detail: fmt.Sprintf("must be %s, got a JSON %s", te.Type, te.Value), Cause: err}
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &Error{Kind: ErrType, Key: strings.Trim(f, `"`), Detail: "is not a known field", Cause: err}
+			return &Error{Kind: ErrUnknownField, Key: strings.Trim(f, `"`), Cause: err}
 		}
 		return &Error{Kind: ErrType, Detail: err.Error(), Cause: err}
 	}
@@ -326,7 +332,7 @@ func JoinPath(path, key string) string {
 
 func tokenError(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &Error{Kind: ErrTruncated, Cause: err}
+		return &Error{Kind: ErrTruncated, Cause: io.ErrUnexpectedEOF}
 	}
 	return &Error{Kind: ErrNotJSON, Detail: err.Error(), Cause: err}
 }

@@ -94,7 +94,7 @@ func TestDecodeOptions(t *testing.T) {
 	var v target
 	err := strictjson.Decode([]byte(`{"disk_name":"a","nope":1}`), &v, strictjson.Options{DisallowUnknownFields: true})
 	var je *strictjson.Error
-	if !errors.As(err, &je) || je.Key != "nope" || !errors.Is(err, strictjson.ErrType) {
+	if !errors.As(err, &je) || je.Key != "nope" || !errors.Is(err, strictjson.ErrUnknownField) || err.Error() != `unknown field "nope"` {
 		t.Fatalf("unknown field: %v", err)
 	}
 	if err := strictjson.Unmarshal([]byte(` {"disk_name":"a","disk_size":3,"id":4,"errors":[{"type":"x"}]} `), &v); err != nil ||
