@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cpilab/cpilab/internal/strictjson"
+	"github.com/cpilab/cpilab/internal/termsafe"
 )
 
 // The JSON report of a sweep (`cpilab simulate --seeds A..B --json-report
@@ -367,8 +368,9 @@ func (r SweepReport) String() string {
 	}
 	b.WriteString("\n")
 	for _, f := range r.Failures {
+		// A report may be forged: its text is shown escaped.
 		first, _, _ := strings.Cut(f.Error, "\n")
-		fmt.Fprintf(&b, "seed %s: %s\n  replay: %s\n", f.Seed, first, f.Replay)
+		fmt.Fprintf(&b, "seed %s: %s\n  replay: %s\n", termsafe.String(f.Seed), termsafe.String(first), termsafe.String(f.Replay))
 	}
 	return b.String()
 }

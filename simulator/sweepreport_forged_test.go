@@ -63,3 +63,20 @@ func TestMergeRefusesNegativeAndOverflowingCounts(t *testing.T) {
 		}
 	}
 }
+
+// A forged report's replay command and error text are printed escaped:
+// they reach a terminal, and a terminal obeys escape sequences.
+func TestSweepReportTextEscapesForgedText(t *testing.T) {
+	dir := t.TempDir()
+	paths := shardReports(t, dir, simulator.RunConfig{Steps: 50}, simulator.SeedRange{From: 1, To: 100}, 1, 5)
+	r := readAll(t, paths)[0]
+	r.Failures[0].Error = "leak\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J"
+	r.Failures[0].Replay = "cpilab simulate --seed 5\rrm -rf ~\x00"
+	text := r.String()
+	if strings.ContainsAny(text, "\x1b\x07\r\x00") {
+		t.Fatalf("raw control characters in the text: %q", text)
+	}
+	if !strings.Contains(text, `leak\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J`) || !strings.Contains(text, `--seed 5\x0drm -rf ~\x00`) {
+		t.Fatalf("escapes not shown:\n%s", text)
+	}
+}

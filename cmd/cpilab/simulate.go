@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cpilab/cpilab/internal/termsafe"
 	"github.com/cpilab/cpilab/simulator"
 )
 
@@ -148,14 +149,14 @@ func runSimulateMerge(args []string, stdout, stderr io.Writer) error {
 	for _, path := range fs.Args() {
 		r, err := simulator.ReadSweepReport(path)
 		if err != nil {
-			fmt.Fprintf(stderr, "cpilab simulate merge: %v\n", err)
+			fmt.Fprintf(stderr, "cpilab simulate merge: %s\n", termsafe.String(err.Error()))
 			return exitError(2)
 		}
 		reports = append(reports, r)
 	}
 	merged, err := simulator.MergeSweepReports(reports, fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "cpilab simulate merge: %v\n", err)
+		fmt.Fprintf(stderr, "cpilab simulate merge: %s\n", termsafe.String(err.Error()))
 		return exitError(2)
 	}
 	fmt.Fprint(stdout, merged)

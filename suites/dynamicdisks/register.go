@@ -12,6 +12,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/onsi/gomega"
 
+	"github.com/cpilab/cpilab/internal/termsafe"
 	"github.com/cpilab/cpilab/suites"
 )
 
@@ -176,6 +177,7 @@ func specResult(sr types.SpecReport) SpecResult {
 // clause, what the director did and the exchange, then the counts and the
 // not-checked reasons.
 func (s Summary) WriteText(w io.Writer) {
+	w = termsafe.NewWriter(w) // a Director's answers shown escaped
 	for _, sp := range s.Specs {
 		mark := "✔"
 		switch {
