@@ -61,6 +61,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkOutDir(*outDir); err != nil { // before the work: a failing seed must have somewhere to go
+		return usageErrorf(fs, "--out %s: %v", *outDir, err)
+	}
 	if *seeds == "" {
 		for _, name := range []string{"shard", "json-report", "keep-going", "parallel"} {
 			if isSet(fs, name) {
