@@ -36,9 +36,9 @@ const (
 // area adds its fixed inputs, e.g. every hostile name, on top at full
 // scale).
 var inputsPerArea = map[Scale]map[string]int{
-	ScaleShort: {AreaDirector: 24, AreaFakeIaaS: 40, AreaSFTP: 25, AreaAgent: 20, AreaCPI: 10, AreaCLI: 20},
-	ScaleTest:  {AreaDirector: 80, AreaFakeIaaS: 80, AreaSFTP: 50, AreaAgent: 40, AreaCPI: 18, AreaCLI: 40},
-	ScaleFull:  {AreaDirector: 260, AreaFakeIaaS: 220, AreaSFTP: 140, AreaAgent: 100, AreaCPI: 60, AreaCLI: 90},
+	ScaleShort: {AreaDirector: 24, AreaFakeIaaS: 40, AreaSFTP: 25, AreaAgent: 20, AreaCPI: 10, AreaPeers: 25, AreaCLI: 20},
+	ScaleTest:  {AreaDirector: 80, AreaFakeIaaS: 80, AreaSFTP: 50, AreaAgent: 40, AreaCPI: 18, AreaPeers: 50, AreaCLI: 40},
+	ScaleFull:  {AreaDirector: 260, AreaFakeIaaS: 220, AreaSFTP: 140, AreaAgent: 100, AreaCPI: 60, AreaPeers: 150, AreaCLI: 90},
 }
 
 // The areas, in the order the campaign runs them.
@@ -48,11 +48,12 @@ const (
 	AreaSFTP     = "sftp"
 	AreaAgent    = "agent"
 	AreaCPI      = "cpi-runner"
+	AreaPeers    = "peers"
 	AreaCLI      = "cli"
 )
 
 // Areas lists every area.
-var Areas = []string{AreaDirector, AreaFakeIaaS, AreaSFTP, AreaAgent, AreaCPI, AreaCLI}
+var Areas = []string{AreaDirector, AreaFakeIaaS, AreaSFTP, AreaAgent, AreaCPI, AreaPeers, AreaCLI}
 
 // CLIFunc runs cpilab's command line in process, as main does: it returns
 // the exit status. cmd/cpilab supplies it.
@@ -116,6 +117,7 @@ var areaFuncs = map[string]areaFunc{
 	AreaSFTP:     runSFTP,
 	AreaAgent:    runAgent,
 	AreaCPI:      runCPI,
+	AreaPeers:    runPeers,
 	AreaCLI:      runCLI,
 }
 

@@ -10,7 +10,7 @@ import (
 
 // areasHere are the areas this package's test runs (the cli area needs
 // cpilab's command line: cmd/cpilab runs it).
-var areasHere = []string{AreaDirector, AreaFakeIaaS, AreaSFTP, AreaAgent, AreaCPI}
+var areasHere = []string{AreaDirector, AreaFakeIaaS, AreaSFTP, AreaAgent, AreaCPI, AreaPeers}
 
 func runCampaign(t *testing.T, cfg Config) *Report {
 	t.Helper()

@@ -33,6 +33,13 @@ func hostileBodies(r *rand.Rand) [][]byte {
 		nil, []byte("{"), []byte("null"), []byte("[]"), []byte("1"), []byte(`"x"`), []byte("{}{}"), []byte(`{"a":1} trailing`),
 		[]byte(deep), []byte("\xff\xfe{}"), []byte(`{"a":"\xff"}`), []byte(`{"a":1,"a":2}`), []byte("{\"\x00\":1}"),
 		[]byte(`{"disk_size":1e309}`), []byte(strings.Repeat(" ", 1<<20) + "{}"),
+		// A key twice, or spelled twice in different cases, in an
+		// otherwise plausible body: refused naming the key, never the last
+		// value taken.
+		[]byte(`{"disk_name":"dup-a","disk_name":"dup-b","disk_size":4,"disk_pool_name":"small"}`),
+		[]byte(`{"disk_name":"dup-a","Disk_Name":"dup-b","disk_size":4,"disk_pool_name":"small"}`),
+		[]byte(`{"disk_size":4,"DISK_SIZE":400000,"size_mib":1,"size_mib":100000}`),
+		[]byte(`{"instance_id":"a","instance_id":"b","new_size":8}`),
 		bytes.Repeat([]byte("A"), 1+r.IntN(4096)),
 	}
 }

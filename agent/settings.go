@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/internal/httpread"
 )
 
 // Settings is the agent's settings.json, as upstream writes it.
@@ -101,8 +101,7 @@ func (f httpFetcher) Get(u string, auth *BasicAuth) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: GET %s: %w", u, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	body, err := httpread.Body(resp, "GET "+u, httpread.Limits{MaxBytes: 16 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("agent: GET %s: %w", u, err)
 	}

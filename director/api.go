@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cpilab/cpilab/internal/strictjson"
 )
 
 // maxBody bounds request bodies (manifests, cloud configs, JSON): 4 MiB.
@@ -245,33 +247,33 @@ func (a *API) redirectTask(w http.ResponseWriter, id int64, err error) error {
 	return nil
 }
 
-// decodeBody decodes a JSON body strictly; errors name the field.
+// decodeBody decodes a JSON body strictly (internal/strictjson: no
+// duplicate or case-variant keys, no unknown fields); errors name the
+// field.
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
-		var mb *http.MaxBytesError
-		switch {
-		case errors.As(err, &mb):
-			return err
-		case errors.As(err, &te):
-			return badField(te.Field, "must be %s, got a JSON %s", te.Type, te.Value)
-		case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF):
-			return badField("body", "not valid JSON: %v", err)
-		case errors.Is(err, io.EOF):
-			return badField("body", "is empty; a JSON object is required")
-		}
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return badField(strings.Trim(f, `"`), "is not a known field")
-		}
-		return badField("body", "%v", err)
+	b, err := io.ReadAll(r.Body)
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return err
 	}
-	if dec.More() {
-		return badField("body", "holds more than one JSON value")
+	if err != nil {
+		return badField("body", "reading it: %v", err)
 	}
-	return nil
+	err = strictjson.Decode(b, v, strictjson.Options{DisallowUnknownFields: true})
+	var je *strictjson.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, strictjson.ErrEmpty):
+		return badField("body", "is empty; a JSON object is required")
+	case errors.As(err, &je) && errors.Is(err, strictjson.ErrDuplicateKey):
+		return badField(je.Key, "is ambiguous: %s", je.Detail)
+	case errors.As(err, &je) && errors.Is(err, strictjson.ErrUnknownField):
+		return badField(je.Key, "is not a known field")
+	case errors.As(err, &je) && je.Key != "":
+		return badField(je.Key, "%s", je.Detail)
+	}
+	return badField("body", "not valid JSON: %v", err)
 }
 
 func (a *API) info(w http.ResponseWriter, _ *http.Request) {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cpilab/cpilab/internal/httpread"
 	"github.com/cpilab/cpilab/rt"
 )
 
@@ -33,8 +34,20 @@ type ClientConfig struct {
 	HTTPClient *http.Client
 	// Runtime is the clock task polling sleeps on. Default rt.Real(0).
 	Runtime rt.Runtime
-	// PollInterval is the pause between task polls. Default 20 ms.
+	// PollInterval is the first pause between task polls; each further
+	// poll of the same task waits twice as long, up to PollMax. Default
+	// 20 ms.
 	PollInterval time.Duration
+	// PollMax is the longest pause between task polls. Default 500 ms (a
+	// task stuck in processing is polled twice a second, not 50 times).
+	PollMax time.Duration
+	// MaxAnswerBytes caps every answer's body, task output included
+	// (default 8 MiB); a longer answer is an error naming the endpoint
+	// and the cap (*httpread.TooLargeError).
+	MaxAnswerBytes int64
+	// AnswerTimeout caps the time spent reading one answer's body
+	// (default 60 s; *httpread.TimeoutError).
+	AnswerTimeout time.Duration
 }
 
 // Client calls a director's API and waits on its tasks.
@@ -75,6 +88,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 20 * time.Millisecond
+	}
+	if cfg.PollMax < cfg.PollInterval {
+		cfg.PollMax = max(cfg.PollInterval, 500*time.Millisecond)
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -135,10 +151,9 @@ func (c *Client) do(req *http.Request, want int, out any) error {
 	if err != nil {
 		return fmt.Errorf("director: %s %s: %w", req.Method, req.URL.Path, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := httpread.Body(resp, httpread.Endpoint(req), c.limits())
 	if err != nil {
-		return fmt.Errorf("director: %s %s: read answer: %w", req.Method, req.URL.Path, err)
+		return fmt.Errorf("director: %w", err)
 	}
 	if resp.StatusCode != want {
 		var eb errorBody
@@ -185,16 +200,18 @@ func (c *Client) Start(ctx context.Context, method, path string, body any) (int6
 	if err != nil {
 		return 0, fmt.Errorf("director: %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusFound {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		b, err := httpread.Body(resp, httpread.Endpoint(req), c.limits())
+		if err != nil {
+			return 0, fmt.Errorf("director: HTTP %d: %w", resp.StatusCode, err)
+		}
 		var eb errorBody
 		if json.Unmarshal(b, &eb) != nil || eb.Description == "" {
 			eb.Description = strings.TrimSpace(string(b))
 		}
 		return 0, &APIError{Status: resp.StatusCode, Code: eb.Code, Description: eb.Description, Field: eb.Field}
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	httpread.Drain(resp, 1<<20)
 	loc := resp.Header.Get("Location")
 	i := strings.LastIndex(loc, "/tasks/")
 	if i < 0 {
@@ -207,15 +224,21 @@ func (c *Client) Start(ctx context.Context, method, path string, body any) (int6
 	return id, nil
 }
 
+func (c *Client) limits() httpread.Limits {
+	return httpread.Limits{MaxBytes: c.cfg.MaxAnswerBytes, Timeout: c.cfg.AnswerTimeout}
+}
+
 // Task returns a task.
 func (c *Client) Task(ctx context.Context, id int64) (TaskView, error) {
 	var tv TaskView
 	return tv, c.get(ctx, "/tasks/"+strconv.FormatInt(id, 10), &tv)
 }
 
-// WaitTask polls the task until it ends (or ctx is done). A task that ends
-// in error returns *TaskFailedError.
+// WaitTask polls the task until it ends (or ctx is done), backing off
+// from PollInterval to PollMax. A task that ends in error returns
+// *TaskFailedError.
 func (c *Client) WaitTask(ctx context.Context, id int64) (TaskView, error) {
+	pause := c.cfg.PollInterval
 	for {
 		tv, err := c.Task(ctx, id)
 		if err != nil {
@@ -230,8 +253,18 @@ func (c *Client) WaitTask(ctx context.Context, id int64) (TaskView, error) {
 		if err := ctx.Err(); err != nil {
 			return tv, fmt.Errorf("director: waiting for task %d (%s): %w", id, tv.State, err)
 		}
-		c.r.Sleep(c.cfg.PollInterval)
+		c.r.Sleep(pause)
+		pause = NextPoll(pause, c.cfg.PollMax)
 	}
+}
+
+// NextPoll is the pause after one of d before a task is polled again:
+// twice d, at most max. Every task poller in cpilab backs off this way.
+func NextPoll(d, max time.Duration) time.Duration {
+	if d *= 2; d > max {
+		return max
+	}
+	return d
 }
 
 // Run starts a call and waits for its task.

@@ -124,6 +124,11 @@ type Knobs struct {
 	// with an empty body (upstream's JSON.parse raises outside its
 	// DirectorError handling). Reference: 400 naming the body.
 	MalformedJSONServerError bool
+	// LenientDuplicateKeys: a dynamic disks request body holding a key
+	// twice takes the last value, and keys differing only in case are
+	// different properties (upstream's JSON.parse). Reference: 400 naming
+	// the key, as cpilab refuses ambiguous input.
+	LenientDuplicateKeys bool
 	// V2InfoErrorMeansV1: speaking CPI as a v2-era Director
 	// (cpiv2.ProfileDirectorV2), any error from info means a CPI of
 	// api_version 1 (upstream cloud_factory.rb at e98be8082d rescued every
@@ -200,6 +205,7 @@ func Profile(name string) (Knobs, error) {
 			DiskScopesCannotReadTasks:       true,
 			AnyDiskName:                     true,
 			MalformedJSONServerError:        true,
+			LenientDuplicateKeys:            true,
 			V2InfoErrorMeansV1:              true,
 			LenientCPIWire:                  true,
 			NoVMReconcile:                   true,

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cpilab/cpilab/internal/strictjson"
 )
 
 // The dynamic disks endpoints read their bodies as upstream's controller
@@ -36,24 +38,21 @@ func readJSONObject(r *http.Request, k Knobs) (jsonBody, error) {
 	if err != nil {
 		return jsonBody{}, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
 	var v any
-	if !utf8.Valid(b) {
-		// encoding/json would turn the bad bytes into U+FFFD, and a name
-		// would be recorded as another; Ruby's JSON.parse refuses them.
-		err = fmt.Errorf("invalid UTF-8 at byte %d", firstInvalidUTF8(b))
-	} else {
-		err = dec.Decode(&v)
-	}
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
+	if k.LenientDuplicateKeys {
+		err = lenientDecode(b, &v)
+	} else if err = strictjson.Decode(b, &v, strictjson.Options{FoldKeys: true, UseNumber: true}); errors.Is(err, strictjson.ErrDuplicateKey) {
+		// Ruby's JSON.parse keeps the last of two equal keys; cpilab
+		// refuses the ambiguity (docs/security.md).
+		var je *strictjson.Error
+		errors.As(err, &je)
+		return jsonBody{}, badField(je.Key, "is ambiguous: %s", je.Detail)
 	}
 	if err != nil {
 		if k.MalformedJSONServerError {
 			return jsonBody{}, errServerError
 		}
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || errors.Is(err, strictjson.ErrEmpty) {
 			return jsonBody{}, badField("body", "is empty; a JSON object is required")
 		}
 		return jsonBody{}, badField("body", "not valid JSON: %v", err)
@@ -63,6 +62,26 @@ func readJSONObject(r *http.Request, k Knobs) (jsonBody, error) {
 		return jsonBody{}, validation(CodeValidationInvalidType, "body", "Object (%s) did not match the required type 'Hash'", inspect(v))
 	}
 	return jsonBody{m: m}, nil
+}
+
+// lenientDecode reads b as upstream's JSON.parse does: the last of two
+// equal keys wins (Knobs.LenientDuplicateKeys); bytes that are not UTF-8
+// and anything after the value are still refused.
+func lenientDecode(b []byte, v *any) error {
+	if !utf8.Valid(b) {
+		// encoding/json would turn the bad bytes into U+FFFD, and a name
+		// would be recorded as another; Ruby's JSON.parse refuses them.
+		return fmt.Errorf("invalid UTF-8 at byte %d", firstInvalidUTF8(b))
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }
 
 // inspect shows a JSON value in a message.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/internal/httpread"
 )
 
 // Client calls a served Cloud over HTTP. Its engine methods have the same
@@ -69,8 +70,7 @@ func (c *Client) do(ctx context.Context, method, path, ctype string, body []byte
 	if err != nil {
 		return c.transportErr(path, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := httpread.Body(resp, httpread.Endpoint(req), httpread.Limits{MaxBytes: MaxAnswerBytes})
 	if err != nil {
 		return c.transportErr(path, err)
 	}
@@ -224,8 +224,7 @@ func (c *Client) registry(ctx context.Context, method, vm string, body []byte) (
 	if err != nil {
 		return nil, nil, c.transportErr("registry", err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := httpread.Body(resp, httpread.Endpoint(req), httpread.Limits{MaxBytes: MaxAnswerBytes})
 	if err != nil {
 		return nil, nil, c.transportErr("registry", err)
 	}
@@ -301,8 +300,7 @@ func (c *Client) UserData(ctx context.Context, vm string) (json.RawMessage, erro
 	if err != nil {
 		return nil, c.transportErr("metadata", err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := httpread.Body(resp, httpread.Endpoint(req), httpread.Limits{MaxBytes: MaxAnswerBytes})
 	if err != nil {
 		return nil, c.transportErr("metadata", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/internal/strictjson"
 )
 
 // HTTP layout of a served Cloud (all on one loopback listener):
@@ -57,7 +58,7 @@ type apiFunc func(ctx context.Context, body []byte) (any, error)
 
 func decode[T any](body []byte) (T, error) {
 	var v T
-	if err := json.Unmarshal(body, &v); err != nil {
+	if err := strictjson.Unmarshal(body, &v); err != nil {
 		return v, invalid("request body: %v", err)
 	}
 	return v, nil
@@ -261,7 +262,7 @@ func (c *Cloud) Handler() http.Handler {
 		var rules []Rule
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 			var one Rule
-			if err := json.Unmarshal(body, &one); err != nil {
+			if err := strictjson.Unmarshal(body, &one); err != nil {
 				writeErr(w, invalid("fault rule JSON: %v", err))
 				return
 			}

@@ -39,6 +39,10 @@ const (
 	// MaxRequestBytes bounds an HTTP request body (the API, the registry,
 	// fault rules).
 	MaxRequestBytes = 4 << 20
+	// MaxAnswerBytes bounds an answer the Client reads (the API, the
+	// registry, the metadata service); a longer one is an error naming
+	// the endpoint and the cap (internal/httpread).
+	MaxAnswerBytes = 16 << 20
 	// MaxFaultRules bounds how many fault rules are active at once.
 	MaxFaultRules = 10_000
 	// MaxFaultDelay bounds a fault rule's latency or Retry-After.

@@ -1,13 +1,13 @@
 package flexvolume
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
+
+	"github.com/cpilab/cpilab/internal/strictjson"
 )
 
 // ConfigFileName is the driver's config file, beside the executable.
@@ -94,9 +94,7 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := strictjson.Decode(raw, &c, strictjson.Options{DisallowUnknownFields: true}); err != nil {
 		return c, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
 	}
 	c = c.withDefaults(path)
@@ -154,8 +152,11 @@ func (c Config) validate() error {
 			errs = append(errs, errors.New(`"node" is required with mounter "vmroot"`))
 		}
 		for _, name := range c.NodeNames() {
-			if !filepath.IsAbs(c.Nodes[name].Root) {
-				errs = append(errs, fmt.Errorf("nodes.%s.root must be an absolute path with mounter \"vmroot\", not %q", name, c.Nodes[name].Root))
+			switch root := c.Nodes[name].Root; {
+			case !filepath.IsAbs(root):
+				errs = append(errs, fmt.Errorf("nodes.%s.root must be an absolute path with mounter \"vmroot\", not %q", name, root))
+			case filepath.Clean(root) == "/":
+				errs = append(errs, fmt.Errorf("nodes.%s.root is %q, the host's own root: mounter \"vmroot\" needs a VM's root directory", name, root))
 			}
 		}
 	default:
@@ -168,6 +169,12 @@ func (c Config) validate() error {
 		if c.Nodes[name].InstanceID == "" {
 			errs = append(errs, fmt.Errorf("nodes.%s.instance_id is required", name))
 		}
+	}
+	if c.TaskTimeoutSeconds < 1 {
+		errs = append(errs, fmt.Errorf("task_timeout_seconds must be ≥ 1, not %d", c.TaskTimeoutSeconds))
+	}
+	if c.AttachWaitSeconds < 1 {
+		errs = append(errs, fmt.Errorf("attach_wait_seconds must be ≥ 1, not %d", c.AttachWaitSeconds))
 	}
 	if c.DiskSizeMiB < 1 {
 		errs = append(errs, fmt.Errorf("disk_size_mib must be ≥ 1, not %d", c.DiskSizeMiB))

@@ -11,11 +11,14 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/internal/redact"
+	"github.com/cpilab/cpilab/internal/strictjson"
 	mount "k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 )
@@ -130,10 +133,38 @@ func (d *Driver) Run(ctx context.Context, args []string) Result {
 	if len(args) == 0 {
 		return failure("no call-out given: usage: <driver> init|attach|waitforattach|isattached|detach|mountdevice|unmountdevice|mount|unmount …")
 	}
-	d.log.Printf("call %q", args)
+	d.log.Printf("call %q", logArgs(args))
 	r := d.run(ctx, args[0], args[1:])
 	d.log.Printf("→ %+v", r)
 	return r
+}
+
+// logArgs is a call-out's arguments for the log: in an options argument
+// (a JSON object), the values of kubelet's secrets
+// ("kubernetes.io/secret/<key>", base64 of the Secret's data) and of
+// keys that name a password or token are masked.
+func logArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if !strings.HasPrefix(strings.TrimSpace(a), "{") {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(a), &m) != nil {
+			continue
+		}
+		masked := false
+		for k := range m {
+			if strings.HasPrefix(k, "kubernetes.io/secret/") || redact.IsSecretKey(k) {
+				m[k], masked = redact.Mask, true
+			}
+		}
+		if masked {
+			b, _ := json.Marshal(m)
+			out[i] = string(b)
+		}
+	}
+	return out
 }
 
 // argsFor checks a call-out's argument count.
@@ -199,7 +230,7 @@ type Options map[string]string
 
 func parseOptions(raw string) (Options, error) {
 	var m map[string]any
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+	if err := strictjson.Decode([]byte(raw), &m, strictjson.Options{FoldKeys: true}); err != nil {
 		return nil, fmt.Errorf("options are not a JSON object: %v (got %q)", err, raw)
 	}
 	o := Options{}

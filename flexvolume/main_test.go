@@ -1,10 +1,14 @@
 package flexvolume
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cpilab/cpilab/internal/httpread/httpreadtest"
 )
 
 func TestRunWithoutConfigFailsSayingWhere(t *testing.T) {
@@ -80,6 +84,44 @@ func TestExpansionFollowsTheConfig(t *testing.T) {
 		r, code := run(exe, tc.args, MainConfig{})
 		if r.Status != StatusFailure || code != 1 || !strings.Contains(r.Message, tc.want) {
 			t.Errorf("%q: %+v, exit %d; want Failure saying %q", tc.args, r, code, tc.want)
+		}
+	}
+}
+
+// Against a Director answering every endpoint with an endless or oversize
+// body, a call-out fails at the Director client's cap naming the endpoint
+// (the driver is killed by kubelet otherwise); kubelet's secrets in the
+// options never reach the driver's log.
+func TestDriverAgainstHostileDirectorAndSecretsInOptions(t *testing.T) {
+	for name, h := range map[string]http.Handler{
+		"endless":  httpreadtest.Endless(http.StatusOK),
+		"oversize": httpreadtest.Oversize(http.StatusOK, 8<<20+1),
+	} {
+		srv := httptest.NewServer(h)
+		dir := t.TempDir()
+		exe := filepath.Join(dir, "bosh-disk")
+		cfg := `{"director": {"url": "` + srv.URL + `", "client": "c", "client_secret": "cs-XYZ"}, "nodes": {"a": {"instance_id": "i"}}, "disk_pool": "p"}`
+		if err := os.WriteFile(filepath.Join(dir, ConfigFileName), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		opts := `{"kubernetes.io/pvOrVolumeName": "pv", "kubernetes.io/secret/token": "c2VjcmV0LXRva2Vu", "password": "pw-ABC"}`
+		r, code := run(exe, []string{CmdAttach, opts, "a"}, MainConfig{})
+		if r.Status != StatusFailure || code != 1 || !strings.Contains(r.Message, "MiB cap") || !strings.Contains(r.Message, "/dynamic_disks") {
+			t.Errorf("%s: attach: %+v, exit %d; want Failure naming the endpoint and the cap", name, r, code)
+		}
+		srv.CloseClientConnections()
+		srv.Close()
+		logb, err := os.ReadFile(filepath.Join(dir, "bosh-disk.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{"c2VjcmV0LXRva2Vu", "pw-ABC", "cs-XYZ"} {
+			if strings.Contains(string(logb), secret) {
+				t.Errorf("%s: the driver's log holds the secret %q:\n%s", name, secret, logb)
+			}
+		}
+		if !strings.Contains(string(logb), "pv") {
+			t.Errorf("%s: the log lost the call's other options:\n%s", name, logb)
 		}
 	}
 }

@@ -123,3 +123,39 @@ func TestLoadConfigSaysWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// The config file and a call-out's options are read under cpilab's JSON
+// policy: a key twice, or two spellings differing in case, is refused
+// naming the key; nonsense bounds and the host's own root for vmroot too.
+func TestConfigAndOptionsRefuseAmbiguousInput(t *testing.T) {
+	for _, tc := range []struct{ json, want string }{
+		{`{"director": {"url": "https://a", "url": "https://b"}}`, "director.url"},
+		{`{"director": {"url": "https://d"}, "disk_pool": "a", "Disk_Pool": "b"}`, "Disk_Pool"},
+		{`{"director": {"url": "https://d"}, "nodes": {"a": {"instance_id": "i", "instance_id": "j"}}}`, "nodes.a.instance_id"},
+		{`{"director": {"url": "https://d"}, "task_timeout_seconds": -1}`, "task_timeout_seconds must be ≥ 1, not -1"},
+		{`{"director": {"url": "https://d"}, "attach_wait_seconds": -5}`, "attach_wait_seconds must be ≥ 1, not -5"},
+		{`{"director": {"url": "https://d"}, "mounter": "vmroot", "node": "a", "nodes": {"a": {"instance_id": "i", "root": "/"}}}`, `nodes.a.root is "/", the host's own root`},
+		{`{"director": {"url": "https://d"}, "mounter": "vmroot", "node": "a", "nodes": {"a": {"instance_id": "i", "root": "//."}}}`, `the host's own root`},
+	} {
+		p := filepath.Join(t.TempDir(), ConfigFileName)
+		if err := os.WriteFile(p, []byte(tc.json), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadConfig(p)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadConfig(%s) = %v, want ErrConfig saying %q", tc.json, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ json, want string }{
+		{`{"diskName":"a","diskName":"b"}`, "diskName"},
+		{`{"diskName":"a","DiskName":"b"}`, "DiskName"},
+		{`{"kubernetes.io/fsType":"ext4","kubernetes.io/fsType":"xfs"}`, "kubernetes.io/fsType"},
+	} {
+		if _, err := parseOptions(tc.json); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "duplicate key") {
+			t.Errorf("parseOptions(%s) = %v; want a duplicate key error naming %q", tc.json, err, tc.want)
+		}
+	}
+	if o, err := parseOptions(`{"diskName":"a","kubernetes.io/fsType":"ext4"}`); err != nil || o["diskName"] != "a" {
+		t.Fatalf("parseOptions of plain options: %v, %v", o, err)
+	}
+}

@@ -1,15 +1,18 @@
 package simulator
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cpilab/cpilab/internal/strictjson"
+	"github.com/cpilab/cpilab/internal/termsafe"
 )
 
 // The JSON report of a sweep (`cpilab simulate --seeds A..B --json-report
@@ -204,13 +207,8 @@ func ReadSweepReport(path string) (SweepReport, error) {
 		return SweepReport{}, fmt.Errorf("%w: %w", ErrBadReport, err)
 	}
 	var r SweepReport
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := strictjson.Decode(data, &r, strictjson.Options{DisallowUnknownFields: true}); err != nil {
 		return SweepReport{}, fmt.Errorf("%w: %s: %v", ErrBadReport, path, err)
-	}
-	if dec.More() {
-		return SweepReport{}, fmt.Errorf("%w: %s: data after the report object", ErrBadReport, path)
 	}
 	if err := r.check(); err != nil {
 		return SweepReport{}, fmt.Errorf("%w: %s: %v", ErrBadReport, path, err)
@@ -231,6 +229,9 @@ func (r SweepReport) check() error {
 	}
 	if len(r.Shards) == 0 {
 		return errors.New("no shards")
+	}
+	if r.Steps < 0 || r.ElapsedSeconds < 0 || math.IsInf(r.ElapsedSeconds, 0) || math.IsNaN(r.ElapsedSeconds) {
+		return fmt.Errorf("steps %d and elapsed_seconds %v: want counts ≥ 0", r.Steps, r.ElapsedSeconds)
 	}
 	var runs uint64
 	complete := true
@@ -306,6 +307,9 @@ func MergeSweepReports(reports []SweepReport, names []string) (SweepReport, erro
 			}
 			out.Shards = append(out.Shards, s)
 		}
+		if out.Steps > math.MaxInt64-r.Steps {
+			return SweepReport{}, fmt.Errorf("%w: %s: steps %d overflow the sum", ErrBadReport, name, r.Steps)
+		}
 		out.Runs += r.Runs
 		out.Steps += r.Steps
 		out.ElapsedSeconds += r.ElapsedSeconds
@@ -364,8 +368,9 @@ func (r SweepReport) String() string {
 	}
 	b.WriteString("\n")
 	for _, f := range r.Failures {
+		// A report may be forged: its text is shown escaped.
 		first, _, _ := strings.Cut(f.Error, "\n")
-		fmt.Fprintf(&b, "seed %s: %s\n  replay: %s\n", f.Seed, first, f.Replay)
+		fmt.Fprintf(&b, "seed %s: %s\n  replay: %s\n", termsafe.String(f.Seed), termsafe.String(first), termsafe.String(f.Replay))
 	}
 	return b.String()
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/onsi/ginkgo/v2/types"
+
+	"github.com/cpilab/cpilab/internal/termsafe"
 )
 
 // Areas are the summary's columns, in order.
@@ -123,6 +125,7 @@ func labelValue(sr types.SpecReport, key string) string {
 
 // WriteText writes the summary table and the not-checked list.
 func (s Summary) WriteText(w io.Writer) {
+	w = termsafe.NewWriter(w) // untrusted text (a CPI's, a driver's) shown escaped
 	cols := s.usedAreas()
 	width := 16
 	for _, r := range s.Rows {
@@ -149,6 +152,7 @@ func (s Summary) WriteText(w io.Writer) {
 // a spec was not checked with how many it kept out, so that nothing
 // unchecked reads as a pass. Every cpilab suite's summary ends with it.
 func WriteCounts(w io.Writer, passed, failed, notChecked int, reasons map[string]int) {
+	w = termsafe.NewWriter(w) // untrusted text (a CPI's, a driver's) shown escaped
 	fmt.Fprintf(w, "\n%d passed, %d failed, %d not checked\n", passed, failed, notChecked)
 	if len(reasons) == 0 {
 		return
@@ -256,6 +260,7 @@ func Clauses(fs []Failure) []string {
 // the spec text does not already name it, the details and the rerun
 // command.
 func (f Failure) WriteText(w io.Writer) {
+	w = termsafe.NewWriter(w) // untrusted text (a CPI's, a driver's) shown escaped
 	fmt.Fprintf(w, "✘ %s\n", f.Spec)
 	if !strings.Contains(f.Spec, f.Violation.Clause) {
 		fmt.Fprintf(w, "  broke: %s\n", f.Violation.Clause)

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/onsi/ginkgo/v2/types"
+
+	"github.com/cpilab/cpilab/internal/termsafe"
 )
 
 // The certify report is cpilab's own format (docs/report.md, with a JSON
@@ -529,6 +531,7 @@ func ReadCertifyReport(path string) (*CertifyReport, error) {
 // the spec, the clause it broke, what the CPI did (request, response,
 // stderr), further violations, and the command that reruns it.
 func (c *CertifyReport) WriteFailuresText(w io.Writer) {
+	w = termsafe.NewWriter(w) // untrusted text (a CPI's, a driver's) shown escaped
 	var failed []SpecResult
 	for _, s := range c.Specs {
 		if s.State == StateFailed {
@@ -558,6 +561,7 @@ func (c *CertifyReport) WriteFailuresText(w io.Writer) {
 // WriteWarningsText writes the warnings: what a CPI bent in a way callers
 // tolerate, once per clause and text, with how many specs saw it.
 func (c *CertifyReport) WriteWarningsText(w io.Writer) {
+	w = termsafe.NewWriter(w) // untrusted text (a CPI's, a driver's) shown escaped
 	type key struct{ clause, text string }
 	counts := map[key]int{}
 	var order []key
@@ -583,6 +587,7 @@ func (c *CertifyReport) WriteWarningsText(w io.Writer) {
 // reference-table row, a column per area that has specs, then the legend
 // of the marks, the counts and every reason specs were not checked.
 func (c *CertifyReport) WriteMatrixText(w io.Writer) {
+	w = termsafe.NewWriter(w) // untrusted text (a CPI's, a driver's) shown escaped
 	var cols []string
 	for _, a := range Areas {
 		if slices.ContainsFunc(c.Matrix, func(r MatrixRow) bool {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/internal/termsafe"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
 	"github.com/onsi/ginkgo/v2/types"
@@ -333,7 +334,7 @@ func (c *certifyRun) writeText(rep *suites.CertifyReport, embedded bool) {
 		fmt.Fprintln(u.out)
 		rep.WriteMatrixText(u.out)
 		for _, n := range c.notes {
-			fmt.Fprintf(u.out, "note: %s\n", n)
+			fmt.Fprintf(u.out, "note: %s\n", termsafe.String(n))
 		}
 		if embedded {
 			left := strings.Join(rep.LeftInCloud, ", ")

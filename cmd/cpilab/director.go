@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
+	"github.com/cpilab/cpilab/internal/strictjson"
 )
 
 func init() {
@@ -73,9 +72,7 @@ func loadUsers(path string) ([]director.User, error) {
 		return nil, fmt.Errorf("--users: %w", err)
 	}
 	var users []director.User
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&users); err != nil {
+	if err := strictjson.Decode(b, &users, strictjson.Options{DisallowUnknownFields: true}); err != nil {
 		return nil, fmt.Errorf("--users %s: want a JSON list of {\"name\", \"password\", \"scopes\"}: %w", path, err)
 	}
 	if len(users) == 0 {

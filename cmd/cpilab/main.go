@@ -28,6 +28,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cpilab/cpilab/internal/termsafe"
 )
 
 // command is one subcommand.
@@ -99,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &code):
 		return int(code)
 	default:
-		fmt.Fprintf(stderr, "cpilab %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "cpilab %s: %s\n", args[0], termsafe.String(err.Error()))
 		return exitUsage
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cpilab/cpilab/internal/termsafe"
 	"github.com/cpilab/cpilab/simulator"
 )
 
@@ -59,6 +60,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	parallel := fs.Int("parallel", 0, "with --seeds: runs at once (0: every core)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if err := checkOutDir(*outDir); err != nil { // before the work: a failing seed must have somewhere to go
+		return usageErrorf(fs, "--out %s: %v", *outDir, err)
 	}
 	if *seeds == "" {
 		for _, name := range []string{"shard", "json-report", "keep-going", "parallel"} {
@@ -148,14 +152,14 @@ func runSimulateMerge(args []string, stdout, stderr io.Writer) error {
 	for _, path := range fs.Args() {
 		r, err := simulator.ReadSweepReport(path)
 		if err != nil {
-			fmt.Fprintf(stderr, "cpilab simulate merge: %v\n", err)
+			fmt.Fprintf(stderr, "cpilab simulate merge: %s\n", termsafe.String(err.Error()))
 			return exitError(2)
 		}
 		reports = append(reports, r)
 	}
 	merged, err := simulator.MergeSweepReports(reports, fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "cpilab simulate merge: %v\n", err)
+		fmt.Fprintf(stderr, "cpilab simulate merge: %s\n", termsafe.String(err.Error()))
 		return exitError(2)
 	}
 	fmt.Fprint(stdout, merged)

@@ -34,6 +34,7 @@ import (
 	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
+	"github.com/cpilab/cpilab/internal/redact"
 	"github.com/cpilab/cpilab/mbus"
 	"github.com/cpilab/cpilab/rt"
 )
@@ -228,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	closers = append(closers, d.Close)
 	if cfg.Role == RoleWorker {
 		fmt.Fprintf(cfg.Out, "cpilab director %s worker %s (profile %s, CPI caller %s, mbus %s, database %s)\n", uuid, owner,
-			profileName(cfg), cpiProfile.Name, natsURL, redact(cfg.Database))
+			profileName(cfg), cpiProfile.Name, natsURL, redact.DSN(cfg.Database))
 		if cfg.Ready != nil {
 			cfg.Ready(Info{})
 		}
@@ -262,7 +263,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	fmt.Fprintf(cfg.Out, "cpilab director %s (profile %s, CPI caller %s, mbus %s)\n  url: %s\n", uuid,
 		profileName(cfg), cpiProfile.Name, natsURL, info.URL)
 	if cfg.Database != "" {
-		fmt.Fprintf(cfg.Out, "  role: %s  owner: %s  database: %s\n", cfg.Role, owner, redact(cfg.Database))
+		fmt.Fprintf(cfg.Out, "  role: %s  owner: %s  database: %s\n", cfg.Role, owner, redact.DSN(cfg.Database))
 	}
 	if info.CACertPath != "" {
 		fmt.Fprintf(cfg.Out, "  ca_cert: %s\n", info.CACertPath)

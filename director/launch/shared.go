@@ -8,10 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
@@ -19,6 +25,7 @@ import (
 	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
+	"github.com/cpilab/cpilab/internal/redact"
 	"github.com/cpilab/cpilab/mbus"
 	"github.com/cpilab/cpilab/rt"
 )
@@ -51,7 +58,7 @@ func checkRole(cfg *Config) error {
 		return fmt.Errorf("launch: role %q: want %s, %s or %s", cfg.Role, RoleAll, RoleAPI, RoleWorker)
 	}
 	if cfg.Database != "" && !strings.HasPrefix(cfg.Database, "postgres://") && !strings.HasPrefix(cfg.Database, "postgresql://") {
-		return fmt.Errorf("launch: database %q: want a postgres:// URL (leave it out for SQLite in the data dir)", cfg.Database)
+		return fmt.Errorf("launch: database %q: want a postgres:// URL (leave it out for SQLite in the data dir)", redact.DSN(cfg.Database))
 	}
 	if cfg.Role != RoleAll {
 		if cfg.Database == "" {
@@ -65,24 +72,31 @@ func checkRole(cfg *Config) error {
 }
 
 // sharedUUID is the director UUID of every process on one database: drawn
-// from the database's URL (its password left out), so that the API of any
-// api process names the same director.
+// from the database's identity (dbIdentity), so that the API of any api
+// process names the same director however its connection string is
+// spelled.
 func sharedUUID(dbURL string) string {
-	sum := sha256.Sum256([]byte(redact(dbURL)))
+	sum := sha256.Sum256([]byte(dbIdentity(dbURL)))
 	return "director-" + hex.EncodeToString(sum[:8])
 }
 
-// redact drops a password from a URL for messages.
-func redact(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		rest := u[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				return u[:i+3] + rest[:c] + ":***" + rest[at:]
-			}
+// dbIdentity names the database a connection string reaches, without its
+// spelling: user, hosts and ports (defaults filled in), database name.
+// The password, its place (user info or ?password=), the scheme's
+// spelling, the parameters' order and TLS settings do not change it. A
+// string that does not parse is named by its redacted text.
+func dbIdentity(dsn string) string {
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return redact.DSN(dsn)
+	}
+	hosts := []string{net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))}
+	for _, f := range pc.Fallbacks {
+		if h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
 		}
 	}
-	return u
+	return "postgres://" + url.PathEscape(pc.User) + "@" + strings.Join(hosts, ",") + "/" + url.PathEscape(pc.Database)
 }
 
 // world is what a director process drives: a CPI, an inventory, agents.

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cpilab/cpilab/internal/redact"
 )
 
 // Postgres is the Store for several director processes sharing one
@@ -44,7 +46,7 @@ type PostgresConfig struct {
 func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("store: postgres URL: %w", err)
+		return nil, fmt.Errorf("store: postgres URL %s: %w", redact.DSN(cfg.URL), redact.Error(err, pgPassword(cfg.URL)))
 	}
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
@@ -53,11 +55,11 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("store: postgres %s: %w", redactURL(cfg.URL), err)
+		return nil, fmt.Errorf("store: postgres %s: %w", redact.DSN(cfg.URL), redact.Error(err, pc.ConnConfig.Password))
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("store: postgres %s: %w", redactURL(cfg.URL), err)
+		return nil, fmt.Errorf("store: postgres %s: %w", redact.DSN(cfg.URL), redact.Error(err, pc.ConnConfig.Password))
 	}
 	s := &Postgres{pool: pool}
 	if err := s.migrate(ctx); err != nil {
@@ -67,17 +69,17 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	return s, nil
 }
 
-// redactURL drops a password from a URL for messages.
-func redactURL(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		rest := u[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				return u[:i+3] + rest[:c] + ":***" + rest[at:]
-			}
-		}
+// pgPassword is the password a connection string holds ("" when none or
+// unparsable), for masking in errors.
+func pgPassword(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return ""
 	}
-	return u
+	if pw, ok := u.User.Password(); ok {
+		return pw
+	}
+	return u.Query().Get("password")
 }
 
 // migrationLock is the advisory lock id held while migrating.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -221,7 +222,11 @@ func (f *Face) bindLocked(r *http.Request, c *ctr, b binding) error {
 	root := f.cloud.VMRoot(c.VM)
 	if err := moveIntoRoot(root, b.Target, f.volumeDir(v.Disk)); err != nil {
 		_ = f.cloud.DetachDisk(reqCtx(r, "container_create"), c.VM, v.Disk)
-		return errorf(http.StatusInternalServerError, "bind volume %s at %s in container %s: %v", b.Volume, b.Target, c.Name, err)
+		status := http.StatusInternalServerError
+		if errors.Is(err, errBadMountPoint) {
+			status = http.StatusBadRequest // the client's bind, not the face, is wrong
+		}
+		return errorf(status, "bind volume %s at %s in container %s: %v", b.Volume, b.Target, c.Name, err)
 	}
 	v.BoundTo = c.Name
 	return nil
@@ -253,6 +258,11 @@ func (f *Face) unbindLocked(c *ctr, b binding) error {
 	return os.Rename(src, f.volumeDir(v.Disk))
 }
 
+// errBadMountPoint wraps a bind target the container's tree cannot take
+// (an existing file, a non-empty directory, a file where a parent
+// directory should be): bad input, answered 400.
+var errBadMountPoint = errors.New("bad mount point")
+
 // moveIntoRoot moves dir to target (absolute, clean) inside root: parents
 // are created inside the root (os.Root: no symlink leads out of it), and
 // the target itself must be absent, or an empty directory.
@@ -265,6 +275,9 @@ func moveIntoRoot(root, target, dir string) error {
 	defer rt.Close()
 	if parent := path.Dir(rel); parent != "." {
 		if err := rt.MkdirAll(parent, 0o755); err != nil {
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%w: a parent of %s is not a directory: %v", errBadMountPoint, target, err)
+			}
 			return err
 		}
 	}
@@ -274,10 +287,10 @@ func moveIntoRoot(root, target, dir string) error {
 	case err != nil:
 		return err
 	case !fi.IsDir():
-		return fmt.Errorf("mount point %s exists and is not a directory", target)
+		return fmt.Errorf("%w: %s exists and is not a directory", errBadMountPoint, target)
 	default:
 		if err := rt.Remove(rel); err != nil {
-			return fmt.Errorf("mount point %s is not empty: %w", target, err)
+			return fmt.Errorf("%w: %s is not empty: %w", errBadMountPoint, target, err)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/internal/strictjson"
 	"github.com/cpilab/cpilab/rt"
 )
 
@@ -437,8 +439,15 @@ func (f *Face) nextIDLocked(kind string) string {
 }
 
 func decodeBody(r *http.Request, max int64, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, max))
-	if err := dec.Decode(v); err != nil {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, max))
+	if err == nil {
+		err = strictjson.Unmarshal(b, v)
+		var je *strictjson.Error
+		if errors.As(err, &je) && je.Cause != nil {
+			err = je.Cause // encoding/json's own words for syntax and type errors
+		}
+	}
+	if err != nil {
 		return errorf(http.StatusBadRequest, "%s %s: invalid JSON body: %v", r.Method, r.URL.Path, err)
 	}
 	return nil

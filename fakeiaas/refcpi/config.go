@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cpilab/cpilab/internal/strictjson"
 	"github.com/cpilab/cpilab/rt"
 )
 
@@ -95,7 +96,7 @@ func LoadFileConfig(path string) (FileConfig, error) {
 		return FileConfig{}, fmt.Errorf("reading CPI config: %w", err)
 	}
 	var fc FileConfig
-	if err := json.Unmarshal(data, &fc); err != nil {
+	if err := strictjson.Unmarshal(data, &fc); err != nil {
 		return FileConfig{}, fmt.Errorf("CPI config %s: %w", path, err)
 	}
 	p := fc.Cloud.Properties

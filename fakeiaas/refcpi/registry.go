@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/internal/httpread"
 )
 
 // Registry is the BOSH Registry as the CPI uses it. *fakeiaas.Cloud
@@ -51,8 +51,7 @@ func (r *HTTPRegistry) do(ctx context.Context, method, vm string, body []byte) (
 	if err != nil {
 		return 0, nil, regErr(fakeiaas.CodeUnavailable, "registry at %s: %v", r.endpoint, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := httpread.Body(resp, httpread.Endpoint(req), httpread.Limits{MaxBytes: fakeiaas.MaxAnswerBytes})
 	if err != nil {
 		return 0, nil, regErr(fakeiaas.CodeUnavailable, "registry at %s: %v", r.endpoint, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/cpilab/cpilab/internal/strictjson"
 	"github.com/cpilab/cpilab/storage"
 )
 
@@ -38,7 +39,7 @@ func OpenFileStore(path string) (*FileStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status store: %w", err)
 	}
-	if err := json.Unmarshal(b, &s.all); err != nil {
+	if err := strictjson.Unmarshal(b, &s.all); err != nil {
 		return nil, fmt.Errorf("status store %s: not a JSON map of volume statuses: %w", path, err)
 	}
 	if s.all == nil {

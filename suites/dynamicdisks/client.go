@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/internal/httpread"
 )
 
 // caller is one identity the suite speaks as: a bearer token for raw
@@ -247,9 +248,8 @@ func (s *session) send(ctx context.Context, who *caller, method, path string, bo
 		x.Err = err
 		return x
 	}
-	defer resp.Body.Close()
 	x.Status, x.Location = resp.StatusCode, resp.Header.Get("Location")
-	x.Answer, x.Err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	x.Answer, x.Err = httpread.Body(resp, method+" "+path, httpread.Limits{MaxBytes: 1 << 20, Timeout: s.cfg.Timeouts.Request})
 	return x
 }
 
@@ -298,6 +298,7 @@ const stuckGrace = 500 * time.Millisecond
 func (s *session) waitTask(ctx context.Context, id int64, limit time.Duration) (director.TaskView, error) {
 	who := s.admin
 	start := time.Now() // the suite's own wall clock: it waits on a remote director
+	pause := 20 * time.Millisecond
 	for {
 		tv, err := who.dc.Task(ctx, id)
 		if err != nil {
@@ -331,7 +332,8 @@ func (s *session) waitTask(ctx context.Context, id int64, limit time.Duration) (
 		if err := ctx.Err(); err != nil {
 			return tv, err
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(pause)
+		pause = director.NextPoll(pause, 500*time.Millisecond)
 	}
 }
 

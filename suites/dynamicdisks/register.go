@@ -12,6 +12,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/onsi/gomega"
 
+	"github.com/cpilab/cpilab/internal/termsafe"
 	"github.com/cpilab/cpilab/suites"
 )
 
@@ -62,7 +63,8 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Minute
 	}
-	report, err := suites.RunTree("cpilab dynamic disks API certification", func() { describe(&cfg, ctx) },
+	var r *run
+	report, err := suites.RunTree("cpilab dynamic disks API certification", func() { r = describe(&cfg, ctx) },
 		suites.RunOptions{LabelFilter: opts.LabelFilter, Focus: opts.Focus, JUnitReport: opts.JUnitReport,
 			JSONReport: opts.JSONReport, Output: opts.Output, Verbose: opts.Verbose, Timeout: opts.Timeout,
 			Progress: func(_, _ int, sr *types.SpecReport) {
@@ -72,6 +74,11 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
 			}})
 	if err != nil {
 		return Summary{}, err
+	}
+	if r != nil {
+		if p := r.capped.Load(); p != nil {
+			return Summarize(report), fmt.Errorf("the director's answer broke a read cap, so it cannot be certified: %w", *p)
+		}
 	}
 	return Summarize(report), nil
 }
@@ -199,6 +206,7 @@ func specResult(sr types.SpecReport) SpecResult {
 // clause, what the director did and the exchange, then the counts and the
 // not-checked reasons.
 func (s Summary) WriteText(w io.Writer) {
+	w = termsafe.NewWriter(w) // a Director's answers shown escaped
 	for _, sp := range s.Specs {
 		mark := "✔"
 		switch {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/internal/httpread"
 	. "github.com/onsi/ginkgo/v2"
 )
 
@@ -40,6 +41,17 @@ type run struct {
 	noGetRoute, sawGetRoute bool
 	// prepared: the stemcell and cloud config are uploaded.
 	prepared bool
+	// capped is the first set-up error caused by an answer over its cap
+	// (httpread.ErrCapped): the director cannot be certified, Run
+	// returns it.
+	capped atomic.Pointer[error]
+}
+
+// noteCapped records err when a peer's answer broke a read cap.
+func (r *run) noteCapped(err error) {
+	if errors.Is(err, httpread.ErrCapped) {
+		r.capped.CompareAndSwap(nil, &err)
+	}
 }
 
 // ctx is a spec's context, also cancelled when the run's is.
@@ -74,6 +86,7 @@ func (r *run) setUp(ctx context.Context, cfg Config) {
 	}
 	s, err := newSession(ctx, r.cfg)
 	if err != nil {
+		r.noteCapped(err)
 		violatef(ClauseSetup, nil, "%v", err)
 	}
 	r.s, r.t = s, &tracker{s: s}
@@ -89,6 +102,7 @@ func (r *run) setUp(ctx context.Context, cfg Config) {
 	}
 	insts, err := s.admin.dc.Instances(ctx, r.deployment)
 	if err != nil {
+		r.noteCapped(err)
 		violatef(ClauseSetup, nil, "GET /deployments/%s/instances as admin: %v", r.deployment, err)
 	}
 	var use []director.Instance
@@ -152,16 +166,19 @@ func (r *run) deploy(ctx context.Context, name string, n int) {
 		err = s.admin.dc.UploadStemcellManifest(dctx, su.StemcellManifest, su.StemcellImagePath)
 	}
 	if err != nil {
+		r.noteCapped(err)
 		violatef(ClauseSetup, nil, "stemcell upload as admin: %v", err)
 	}
 	if !su.KeepCloudConfig && !r.prepared {
 		if err := s.admin.dc.UpdateCloudConfig(dctx, su.CloudConfig); err != nil {
+			r.noteCapped(err)
 			violatef(ClauseSetup, nil, "POST /cloud_configs as admin: %v", err)
 		}
 	}
 	r.prepared = true
 	r.t.add("deployment", name)
 	if err := s.admin.dc.Deploy(dctx, su.Manifest(name, r.osOf(dctx), n)); err != nil {
+		r.noteCapped(err)
 		violatef(ClauseSetup, nil, "deploy %s as admin: %v", name, err)
 	}
 }

@@ -22,7 +22,7 @@ func labels(area string, endpoints ...string) Labels {
 // describe registers the suite: one Ordered container (the set-up is
 // shared), ContinueOnFailure so that one broken clause does not hide the
 // others; every spec uses its own disk names.
-func describe(cfg *Config, base context.Context) {
+func describe(cfg *Config, base context.Context) *run {
 	r := &run{base: base}
 	Describe("dynamic disks API", Label("suite:dynamicdisks"), Ordered, ContinueOnFailure, func() {
 		BeforeAll(func(sctx SpecContext) {
@@ -53,6 +53,7 @@ func describe(cfg *Config, base context.Context) {
 			}
 		})
 	})
+	return r
 }
 
 func semanticsSpecs(r *run) {
