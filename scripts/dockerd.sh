@@ -43,17 +43,23 @@ start() {
   fi
   cat >"$dir/runc-nosysresource" <<EOF
 #!/bin/sh
-# runc, with CAP_SYS_RESOURCE dropped from the bundle's config.json.
-bundle=""
+# runc, with CAP_SYS_RESOURCE dropped from the container's config.json
+# (create, run) and from an exec's process.json (exec --process).
+drop() {
+  [ -f "\$1" ] && sed -i 's/"CAP_SYS_RESOURCE",//g; s/,"CAP_SYS_RESOURCE"//g; s/"CAP_SYS_RESOURCE"//g' "\$1"
+}
 prev=""
 for a in "\$@"; do
-  case "\$prev" in --bundle|-b) bundle="\$a" ;; esac
-  case "\$a" in --bundle=*) bundle="\${a#--bundle=}" ;; esac
+  case "\$prev" in
+    --bundle|-b) drop "\$a/config.json" ;;
+    --process|-p) drop "\$a" ;;
+  esac
+  case "\$a" in
+    --bundle=*) drop "\${a#--bundle=}/config.json" ;;
+    --process=*) drop "\${a#--process=}" ;;
+  esac
   prev="\$a"
 done
-if [ -n "\$bundle" ] && [ -f "\$bundle/config.json" ]; then
-  sed -i 's/"CAP_SYS_RESOURCE",//g; s/,"CAP_SYS_RESOURCE"//g; s/"CAP_SYS_RESOURCE"//g' "\$bundle/config.json"
-fi
 exec $runc "\$@"
 EOF
   chmod 755 "$dir/runc-nosysresource"
