@@ -29,9 +29,12 @@ import (
 // for (the face serves 1.24 to 1.52).
 const DockerAPIVersion = "1.44"
 
-// DockerNetwork is the name of the Docker network of the manual network the
-// suites give create_vm (its cloud_properties.name); the Docker CPI creates
-// it on the face with the network's subnet.
+// DockerNetwork is the name of the Docker network of the dynamic network
+// the suites give create_vm (its cloud_properties.name); the Docker CPI
+// creates it on the face. Dynamic, because the suites give every
+// create_vm the same networks and two running containers cannot share a
+// static address (Docker refuses the second start: "Address already in
+// use", as the face does).
 const DockerNetwork = "cpilab-net"
 
 // dockerAgentBase is the agent configuration of a docker stemcell's agent
@@ -149,7 +152,7 @@ func stemcellTarball(image []byte) ([]byte, error) {
 // every setup (it has neither a registry nor debug.cpi.api_version, so the
 // setups capped at api_version 1 are not checked, saying so, and those
 // needing api_version 3 say that its info reports 2), stemcells in
-// its tarball shape, a manual network on DockerNetwork, and the oracle,
+// its tarball shape, a dynamic network on DockerNetwork, and the oracle,
 // agents, SFTP access and faults seen through the face (DockerOracle).
 func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 	cfgPath, err := t.DockerCPIConfig()
@@ -184,8 +187,10 @@ func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 			// asking for other sizes (resize, the parallel spec's sizes)
 			// show that the size is ignored.
 			DiskSizeMiB: dockerapi.DefaultVolumeSizeMiB, ResizeToMiB: 2 * dockerapi.DefaultVolumeSizeMiB,
-			Networks: cpiv2.Networks{"default": {Type: "manual", IP: "10.244.0.5", Netmask: "255.255.255.0",
-				Gateway: "10.244.0.1", DNS: []string{"10.244.0.2"}, Default: []string{"dns", "gateway"}, CloudProperties: netProps}},
+			// A dynamic network: the suites give every create_vm the same
+			// networks, and two running containers cannot share a static
+			// address (Docker: "Address already in use").
+			Networks: cpiv2.Networks{"default": {Type: "dynamic", DNS: []string{"10.244.0.2"}, Default: []string{"dns", "gateway"}, CloudProperties: netProps}},
 		},
 		Oracle: DockerOracle{Cloud: t.IaaS.Cloud(), Face: t.Docker.Face()},
 		Faults: Faults{t.IaaS.Cloud()},
