@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,6 +209,9 @@ func (s *diffSide) do(tb testing.TB, api string, r diffRow) diffAnswer {
 			if f == "Mounts" { // Docker lists a container's mounts in map order
 				v, ok = mountsOf(doc), true
 			}
+			if n, isShape := strings.CutPrefix(p, "shape:"); isShape {
+				v, ok = addressShape(doc, n), true
+			}
 			switch {
 			case !ok:
 				a.Fields[f] = "<absent>"
@@ -251,6 +255,35 @@ func mountsOf(doc any) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// addressShape describes, for a network with a subnet from Docker's
+// default pools, how the addresses relate rather than which pool was
+// taken (Docker's allocator goes round the pools; the face takes the
+// first free one): "Networks.NAME" of a container's inspect, or "IPAM" of
+// a network's.
+func addressShape(doc any, p string) string {
+	if p == "IPAM" {
+		c, _ := lookupJSON(doc, "IPAM.Config.0")
+		m, _ := c.(map[string]any)
+		pfx, err := netip.ParsePrefix(fmt.Sprint(m["Subnet"]))
+		if err != nil {
+			return fmt.Sprintf("no subnet: %v", m)
+		}
+		gw, _ := netip.ParseAddr(fmt.Sprint(m["Gateway"]))
+		return fmt.Sprintf("/%d in a default pool: %v, gateway the first address: %v",
+			pfx.Bits(), netip.MustParsePrefix("172.16.0.0/12").Overlaps(pfx) || netip.MustParsePrefix("192.168.0.0/16").Overlaps(pfx), gw == pfx.Masked().Addr().Next())
+	}
+	ep, _ := lookupJSON(doc, "NetworkSettings."+p)
+	m, _ := ep.(map[string]any)
+	gw, err1 := netip.ParseAddr(fmt.Sprint(m["Gateway"]))
+	ip, err2 := netip.ParseAddr(fmt.Sprint(m["IPAddress"]))
+	if err1 != nil || err2 != nil || !ip.Is4() {
+		return fmt.Sprintf("no address: %v", m)
+	}
+	a := ip.As4()
+	return fmt.Sprintf("address the one after the gateway: %v, /%v, MAC %v",
+		ip == gw.Next(), m["IPPrefixLen"], m["MacAddress"] == fmt.Sprintf("02:42:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3]))
 }
 
 func (s *diffSide) prefix(r diffRow, api string) string {
@@ -504,7 +537,8 @@ func rootfsTar(tb testing.TB) []byte {
 func diffRows(image []byte, name string) []diffRow {
 	img := "bosh.io/stemcells:img-" + name
 	net := "cpilab-diff-net-" + name
-	c1, c2, c3 := "c-1-"+name, "c-2-"+name, "c-3-"+name
+	c1, c2, c3, c4 := "c-1-"+name, "c-2-"+name, "c-3-"+name, "c-4-"+name
+	dyn := "cpilab-diff-dyn-" + name
 	eph := "vol-eph-" + c1
 	disk := "vol-disk-" + name
 	json := map[string]string{"Content-Type": "application/json"}
@@ -551,7 +585,13 @@ func diffRows(image []byte, name string) []diffRow {
 		{id: "network.create.overlap", cpi: true, method: "POST", path: "/networks/create", body: map[string]any{
 			"Name": net + "-2", "CheckDuplicate": true, "Driver": "bridge",
 			"IPAM": map[string]any{"Driver": "default", "Config": []any{map[string]any{"Subnet": "10.250.17.0/24"}}}}},
-		{id: "network.inspect", method: "GET", path: "/networks/" + net, fields: []string{"Name", "Id", "Driver", "Scope"}},
+		{id: "network.inspect", method: "GET", path: "/networks/" + net, fields: []string{"Name", "Id", "Driver", "Scope", "IPAM.Config"}},
+		// A dynamic network (vm/networks.go createDynamicNetwork): no subnet
+		// given, Docker takes one from its default pools.
+		{id: "network.create.dynamic", cpi: true, method: "POST", path: "/networks/create", body: map[string]any{
+			"Name": dyn, "CheckDuplicate": true, "Driver": "bridge", "EnableIPv6": false, "Internal": false, "Attachable": false},
+			capture: map[string]string{"dynid": "Id"}},
+		{id: "network.inspect.dynamic", method: "GET", path: "/networks/" + dyn, fields: []string{"Name", "Driver", "shape:IPAM"}},
 		{id: "network.inspect.missing", method: "GET", path: "/networks/no-such-net-" + name},
 
 		// Volumes (disk/factory.go, disk/volume.go).
@@ -584,6 +624,13 @@ func diffRows(image []byte, name string) []diffRow {
 		{id: "container.start.again", method: "POST", path: "/containers/" + c1 + "/start"},
 		{id: "container.start.missing", method: "POST", path: "/containers/c-missing-" + name + "/start"},
 		{id: "container.inspect", cpi: true, method: "GET", path: "/containers/" + c1 + "/json", fields: inspectFields},
+		{id: "container.create.dynamic", cpi: true, method: "POST", path: "/containers/create?name=" + c4 + "&platform=linux%2Famd64",
+			body: map[string]any{"Image": img, "Cmd": cmd, "HostConfig": map[string]any{"Privileged": true},
+				"NetworkingConfig": map[string]any{"EndpointsConfig": map[string]any{dyn: map[string]any{"IPAMConfig": map[string]any{}}}}}},
+		{id: "container.start.dynamic", cpi: true, method: "POST", path: "/containers/" + c4 + "/start"},
+		{id: "container.inspect.dynamic", cpi: true, method: "GET", path: "/containers/" + c4 + "/json", fields: []string{
+			"NetworkSettings.Networks." + dyn + ".NetworkID", "NetworkSettings.Networks." + dyn + ".EndpointID", "shape:Networks." + dyn}},
+		{id: "container.remove.dynamic", cpi: true, method: "DELETE", path: "/containers/" + c4 + "?force=1"},
 		{id: "container.inspect.missing", cpi: true, method: "GET", path: "/containers/c-missing-" + name + "/json"},
 		{id: "volume.remove.in-use", method: "DELETE", path: "/volumes/" + eph + "?force=1"},
 
@@ -736,7 +783,7 @@ func TestDifferentialRealDocker(t *testing.T) {
 // cleanupReal removes what the sequence left on a shared daemon after a
 // failure (a private one goes away with its directory).
 func cleanupReal(s *diffSide, name string) {
-	for _, p := range []string{"/containers/c-1-" + name + "?force=1", "/containers/c-2-" + name + "?force=1", "/containers/c-3-" + name + "?force=1",
+	for _, p := range []string{"/containers/c-1-" + name + "?force=1", "/containers/c-2-" + name + "?force=1", "/containers/c-3-" + name + "?force=1", "/containers/c-4-" + name + "?force=1", "/networks/cpilab-diff-dyn-" + name,
 		"/volumes/vol-eph-c-1-" + name, "/volumes/vol-eph-c-2-" + name, "/volumes/vol-eph-c-3-" + name, "/volumes/vol-disk-" + name,
 		"/networks/cpilab-diff-net-" + name, "/images/bosh.io/stemcells:img-" + name + "?force=1"} {
 		req, _ := http.NewRequest("DELETE", "http://docker"+p, nil)

@@ -106,6 +106,36 @@ func (f *Face) freeAddressLocked(c *ctr, netID string, pfx netip.Prefix) netip.A
 	return netip.Addr{}
 }
 
+// defaultPools are Docker's default address pools (libnetwork
+// ipamutils): 172.17.0.0/16 to 172.31.0.0/16, then 192.168.0.0/16 in /20s.
+func defaultPools() []netip.Prefix {
+	var out []netip.Prefix
+	for b := 17; b <= 31; b++ {
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{172, byte(b), 0, 0}), 16))
+	}
+	for c := 0; c < 256; c += 16 {
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, byte(c), 0}), 20))
+	}
+	return out
+}
+
+// defaultPoolLocked is the first default pool no network of the face
+// overlaps ("" when all are taken).
+func (f *Face) defaultPoolLocked() string {
+	for _, p := range defaultPools() {
+		free := true
+		for _, n := range f.networks {
+			if o, err := netip.ParsePrefix(n.Subnet); err == nil && o.Overlaps(p) {
+				free = false
+			}
+		}
+		if free {
+			return p.String()
+		}
+	}
+	return ""
+}
+
 // disconnectLocked takes the live state off c's endpoints (kill, stop).
 func (f *Face) disconnectLocked(c *ctr) {
 	for name, ep := range c.Endpoints {

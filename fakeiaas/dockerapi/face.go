@@ -161,6 +161,10 @@ type netw struct {
 	Name   string
 	Driver string
 	Subnet string
+	// Gateway is the gateway the IPAM config shows: given with the
+	// subnet, or the pool's first address when the face chose the pool
+	// (Docker shows none for a subnet given without one).
+	Gateway string
 }
 
 // Tags the face keeps in the cloud_properties of the engine's objects, so

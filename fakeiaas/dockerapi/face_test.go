@@ -635,6 +635,7 @@ func TestNetworksAndImages(t *testing.T) {
 	c.want(http.StatusCreated, "POST", "/v1.44/containers/create?name=c-2", map[string]any{"Image": "img:1",
 		"NetworkingConfig": map[string]any{"EndpointsConfig": map[string]any{"net-z": map[string]any{}}}}, nil)
 	c.wantError(http.StatusNotFound, "POST", "/v1.44/containers/c-2/start", nil, "network net-z not found")
+	c.want(http.StatusNoContent, "DELETE", "/v1.44/containers/c-2?force=1", nil, nil)
 	c.want(http.StatusOK, "POST", "/v1.44/networks/bridge/connect", map[string]any{"Container": "c-1"}, nil)
 	var insp container.InspectResponse
 	c.want(http.StatusOK, "GET", "/v1.44/containers/c-1/json", nil, &insp)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -212,8 +213,18 @@ func (f *Face) networkCreate(w http.ResponseWriter, r *http.Request) error {
 	if n.Driver == "" {
 		n.Driver = "bridge"
 	}
-	if req.IPAM != nil && len(req.IPAM.Config) > 0 {
+	if req.IPAM == nil || len(req.IPAM.Config) == 0 {
+		// Docker gives a network created without a subnet one from its
+		// default address pools.
+		if n.Subnet = f.defaultPoolLocked(); n.Subnet == "" {
+			return errorf(http.StatusForbidden, "could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network")
+		}
+		n.Gateway = netip.MustParsePrefix(n.Subnet).Addr().Next().String()
+	} else {
 		n.Subnet = req.IPAM.Config[0].Subnet.String()
+		if gw := req.IPAM.Config[0].Gateway; gw.IsValid() {
+			n.Gateway = gw.String()
+		}
 		for _, o := range f.networks {
 			if o.Subnet != "" && o.Subnet == n.Subnet && versionLess(f.cfg.MaxAPIVersion, "1.42") {
 				// Docker 20.10 (API 1.41): the IPAM refuses the pool.
@@ -248,7 +259,15 @@ func (f *Face) networkInspect(w http.ResponseWriter, r *http.Request) error {
 	if n == nil {
 		return errorf(http.StatusNotFound, "network %s not found", r.PathValue("name"))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"Name": n.Name, "Id": n.ID, "Driver": n.Driver, "Scope": "local"})
+	ipam := map[string]any{"Driver": "default", "Options": nil, "Config": []any{}}
+	if pfx, err := netip.ParsePrefix(n.Subnet); err == nil {
+		c := map[string]string{"Subnet": pfx.Masked().String()}
+		if n.Gateway != "" {
+			c["Gateway"] = n.Gateway
+		}
+		ipam["Config"] = []any{c}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"Name": n.Name, "Id": n.ID, "Driver": n.Driver, "Scope": "local", "IPAM": ipam})
 	return nil
 }
 
