@@ -2,6 +2,8 @@
 # install-deps.sh TOOL…: install the system tools some tests need, from the
 # distribution's packages, only when they are missing. Known tools:
 #   chromium   a headless browser, to render the HTML report (Debian: chromium)
+#   dockerd    the Docker daemon and runc, for the tests that compare the Docker
+#              face with a real daemon (Debian: docker.io; scripts/dockerd.sh runs it)
 # Prints the path of each tool found or installed; exits 1 with the reason when
 # one cannot be had (no apt-get, not root and no sudo, the package failed).
 set -euo pipefail
@@ -34,7 +36,7 @@ apt_install() {
 		{ echo "install-deps: apt-get install $* failed" >&2; return 1; }
 }
 
-[ $# -gt 0 ] || { echo "usage: scripts/install-deps.sh chromium" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: scripts/install-deps.sh chromium|dockerd…" >&2; exit 2; }
 for tool in "$@"; do
 	case "$tool" in
 	chromium)
@@ -43,8 +45,15 @@ for tool in "$@"; do
 			find_chromium || { echo "install-deps: chromium installed but not on PATH" >&2; exit 1; }
 		fi
 		;;
+	dockerd)
+		if ! command -v dockerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
+			apt_install docker.io
+			command -v dockerd >/dev/null 2>&1 || { echo "install-deps: docker.io installed but dockerd not on PATH" >&2; exit 1; }
+		fi
+		command -v dockerd
+		;;
 	*)
-		echo "install-deps: unknown tool $tool (known: chromium)" >&2
+		echo "install-deps: unknown tool $tool (known: chromium, dockerd)" >&2
 		exit 2
 		;;
 	esac

@@ -29,9 +29,12 @@ import (
 // for (the face serves 1.24 to 1.52).
 const DockerAPIVersion = "1.44"
 
-// DockerNetwork is the name of the Docker network of the manual network the
-// suites give create_vm (its cloud_properties.name); the Docker CPI creates
-// it on the face with the network's subnet.
+// DockerNetwork is the name of the Docker network of the dynamic network
+// the suites give create_vm (its cloud_properties.name); the Docker CPI
+// creates it on the face. Dynamic, because the suites give every
+// create_vm the same networks and two running containers cannot share a
+// static address (Docker refuses the second start: "Address already in
+// use", as the face does).
 const DockerNetwork = "cpilab-net"
 
 // dockerAgentBase is the agent configuration of a docker stemcell's agent
@@ -46,7 +49,11 @@ func dockerAgentBase(base agent.Config) agent.Config {
 
 // startDocker serves the Docker face on Dir/docker.sock.
 func (t *Testbed) startDocker() error {
-	face, err := dockerapi.New(dockerapi.Config{Cloud: t.IaaS.Cloud(), Defect: t.cfg.DockerDefect})
+	fc := dockerapi.Config{Cloud: t.IaaS.Cloud(), Defect: t.cfg.DockerDefect, MaxAPIVersion: t.cfg.DockerMaxAPIVersion}
+	if v := t.cfg.DockerMaxAPIVersion; v != "" && apiLess(v, dockerapi.MinAPIVersion) {
+		fc.MinAPIVersion = v
+	}
+	face, err := dockerapi.New(fc)
 	if err != nil {
 		return fmt.Errorf("testbed: %w", err)
 	}
@@ -74,7 +81,7 @@ func (t *Testbed) DockerCPIConfig() (string, error) {
 		return p, nil
 	}
 	cfg := map[string]any{"Actions": map[string]any{
-		"Docker": map[string]any{"host": t.Docker.Host(), "api_version": DockerAPIVersion},
+		"Docker": map[string]any{"host": t.Docker.Host(), "api_version": t.dockerCPIAPIVersion()},
 		"Agent":  map[string]any{"mbus": t.NATS.URL(), "ntp": []string{}},
 	}}
 	b, err := json.MarshalIndent(cfg, "", "  ")
@@ -85,6 +92,15 @@ func (t *Testbed) DockerCPIConfig() (string, error) {
 		return "", fmt.Errorf("testbed: %w", err)
 	}
 	return p, nil
+}
+
+// dockerCPIAPIVersion is the API version the Docker CPI config asks of
+// the face: DockerAPIVersion, or Config.DockerMaxAPIVersion when lower.
+func (t *Testbed) dockerCPIAPIVersion() string {
+	if v := t.cfg.DockerMaxAPIVersion; v != "" {
+		return minAPIVersion(v, DockerAPIVersion)
+	}
+	return DockerAPIVersion
 }
 
 // DockerStemcell writes (once) a stemcell tarball in the shape the Docker
@@ -149,7 +165,7 @@ func stemcellTarball(image []byte) ([]byte, error) {
 // every setup (it has neither a registry nor debug.cpi.api_version, so the
 // setups capped at api_version 1 are not checked, saying so, and those
 // needing api_version 3 say that its info reports 2), stemcells in
-// its tarball shape, a manual network on DockerNetwork, and the oracle,
+// its tarball shape, a dynamic network on DockerNetwork, and the oracle,
 // agents, SFTP access and faults seen through the face (DockerOracle).
 func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 	cfgPath, err := t.DockerCPIConfig()
@@ -164,29 +180,9 @@ func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 		}
 		stemcells[v] = suites.Stemcell{ImagePath: p}
 	}
-	netProps := cpiv2.MustCloudProps(map[string]string{"name": DockerNetwork})
 	cfg := suites.Config{
-		CPI: suites.Target{
-			Command: command,
-			ConfigPath: func(s suites.Switch) (string, error) {
-				if s.APIVersionCap == 1 {
-					return "", fmt.Errorf("%w: the BOSH Docker CPI has no debug.cpi.api_version to cap it at 1 (its info always reports api_version 2)", suites.ErrCannotSwitch)
-				}
-				return cfgPath, nil
-			},
-		},
-		Env: suites.Environment{
-			Stemcells: stemcells,
-			// Docker volumes have no size and the Docker CPI passes none;
-			// the face backs each volume with a disk of
-			// dockerapi.DefaultVolumeSizeMiB. Asking for that size keeps
-			// create_disk's own check about the disk it made; the specs
-			// asking for other sizes (resize, the parallel spec's sizes)
-			// show that the size is ignored.
-			DiskSizeMiB: dockerapi.DefaultVolumeSizeMiB, ResizeToMiB: 2 * dockerapi.DefaultVolumeSizeMiB,
-			Networks: cpiv2.Networks{"default": {Type: "manual", IP: "10.244.0.5", Netmask: "255.255.255.0",
-				Gateway: "10.244.0.1", DNS: []string{"10.244.0.2"}, Default: []string{"dns", "gateway"}, CloudProperties: netProps}},
-		},
+		CPI:    dockerCPITarget(command, cfgPath),
+		Env:    dockerEnvironment(stemcells),
 		Oracle: DockerOracle{Cloud: t.IaaS.Cloud(), Face: t.Docker.Face()},
 		Faults: Faults{t.IaaS.Cloud()},
 	}
@@ -197,6 +193,41 @@ func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 		cfg.Files = Files{t}
 	}
 	return cfg, nil
+}
+
+// dockerCPITarget runs the BOSH Docker CPI command with the config at
+// cfgPath for every setup but those capped at api_version 1.
+func dockerCPITarget(command []string, cfgPath string) suites.Target {
+	return suites.Target{
+		Command: command,
+		ConfigPath: func(s suites.Switch) (string, error) {
+			if s.APIVersionCap == 1 {
+				return "", fmt.Errorf("%w: the BOSH Docker CPI has no debug.cpi.api_version to cap it at 1 (its info always reports api_version 2)", suites.ErrCannotSwitch)
+			}
+			return cfgPath, nil
+		},
+	}
+}
+
+// dockerEnvironment is the suites' environment on Docker, the face or a
+// real daemon: the stemcells, the disk sizes of a volume, one dynamic
+// network on DockerNetwork.
+func dockerEnvironment(stemcells map[int]suites.Stemcell) suites.Environment {
+	netProps := cpiv2.MustCloudProps(map[string]string{"name": DockerNetwork})
+	return suites.Environment{
+		Stemcells: stemcells,
+		// Docker volumes have no size and the Docker CPI passes none;
+		// the face backs each volume with a disk of
+		// dockerapi.DefaultVolumeSizeMiB. Asking for that size keeps
+		// create_disk's own check about the disk it made; the specs
+		// asking for other sizes (resize, the parallel spec's sizes)
+		// show that the size is ignored.
+		DiskSizeMiB: dockerapi.DefaultVolumeSizeMiB, ResizeToMiB: 2 * dockerapi.DefaultVolumeSizeMiB,
+		// A dynamic network: the suites give every create_vm the same
+		// networks, and two running containers cannot share a static
+		// address (Docker: "Address already in use").
+		Networks: cpiv2.Networks{"default": {Type: "dynamic", DNS: []string{"10.244.0.2"}, Default: []string{"dns", "gateway"}, CloudProperties: netProps}},
+	}
 }
 
 // DockerOracle is the fakeiaas oracle seen through the Docker face, in the

@@ -61,6 +61,11 @@ type Config struct {
 	// DockerDefect breaks the Docker face on purpose (tests that show a
 	// certification catches a lying cloud). Default none.
 	DockerDefect dockerapi.Defect
+	// DockerMaxAPIVersion, when set, makes the Docker face serve API
+	// versions up to it, as a daemon of that version does (Docker 20.10:
+	// "1.41"), and the Docker CPI config ask for it when it is below
+	// DockerAPIVersion. Default: the face's own range.
+	DockerMaxAPIVersion string
 	// PollInterval is how often the testbed's waits look again: the agents'
 	// boot retries and device polls, and the mbus client's get_task polls
 	// (default 5 ms: everything is local, and a certify run makes hundreds

@@ -29,6 +29,8 @@ func init() {
 // suites.RunOptions and nothing else.
 type certifyFlags struct {
 	cpi, config, cloud                    string
+	dockerHost, dockerAPI                 string              // --docker-host, --docker-api-version (certify_cloud.go)
+	realDocker                            *testbed.RealDocker // the daemon of --docker-host, once dialled
 	labelFilter, focus, skip              string
 	junit, jsonReport, html               string
 	callTimeout, agentTimeout             time.Duration

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
+	"time"
 
 	"github.com/cpilab/cpilab/fakeiaas/dockerapi"
 	"github.com/cpilab/cpilab/suites"
@@ -31,7 +34,11 @@ const dockerDefectEnv = "CPILAB_DOCKER_DEFECT"
 func registerCertifyCloud(fs *flag.FlagSet, f *certifyFlags) {
 	fs.StringVar(&f.cloud, "cloud", cloudFakeiaas, "`FACE` of the embedded fake cloud the CPI speaks to: "+strings.Join(cloudChoices, " or ")+
 		" (docker: the Docker Engine API on a unix socket, for the upstream BOSH Docker CPI; docs/docker.md)")
+	fs.StringVar(&f.dockerHost, "docker-host", "", "with --cloud docker: certify against the real Docker daemon at `unix:///PATH` instead of the face; the oracle reads the daemon through its API, and the agent, SFTP and fault-injection specs are not checked (docs/docker.md)")
+	fs.StringVar(&f.dockerAPI, "docker-api-version", "", "with --cloud docker: the highest Docker API `VERSION` (e.g. 1.41) the CPI is configured to speak; the face then serves as a daemon of that version (default: 1.44, or the real daemon's maximum when lower)")
 }
+
+var dockerAPIVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 
 // checkCloud refuses an unknown --cloud, and --cloud docker with --config
 // (a real cloud has no embedded face).
@@ -47,6 +54,20 @@ func (f *certifyFlags) checkCloud(fs *flag.FlagSet) error {
 	if d := dockerapi.Defect(os.Getenv(dockerDefectEnv)); d != dockerapi.DefectNone && d != dockerapi.DefectUnboundOnRecreate {
 		return usageError(fs, "%s=%q: want %q or nothing", dockerDefectEnv, d, dockerapi.DefectUnboundOnRecreate)
 	}
+	if f.dockerHost != "" || f.dockerAPI != "" {
+		if f.cloud != cloudDocker {
+			return usageError(fs, "--docker-host and --docker-api-version need --cloud docker")
+		}
+		if f.dockerHost != "" && !strings.HasPrefix(f.dockerHost, "unix:///") {
+			return usageError(fs, "--docker-host %q: want unix:///PATH, a Docker daemon's socket", f.dockerHost)
+		}
+		if f.dockerAPI != "" && !dockerAPIVersionRE.MatchString(f.dockerAPI) {
+			return usageError(fs, "--docker-api-version %q: want MAJOR.MINOR, such as 1.41", f.dockerAPI)
+		}
+		if f.dockerHost != "" && os.Getenv(dockerDefectEnv) != "" {
+			return usageError(fs, "%s breaks the face; --docker-host certifies against a real daemon", dockerDefectEnv)
+		}
+	}
 	if f.cloud == cloudDocker && f.cpi == "" && !f.list {
 		return usageError(fs, "--cloud docker needs --cpi PATH: the BOSH Docker CPI binary (docs/docker.md says how to build it)")
 	}
@@ -57,18 +78,35 @@ func (f *certifyFlags) checkCloud(fs *flag.FlagSet) error {
 // config for the CPI command cpi.
 func (f *certifyFlags) startCloud(cpi string) (*testbed.Testbed, suites.Config, error) {
 	tcfg := testbed.Config{}
-	if f.cloud == cloudDocker {
+	if f.cloud == cloudDocker && f.dockerHost == "" {
 		tcfg.Docker = true
 		tcfg.DockerDefect = dockerapi.Defect(os.Getenv(dockerDefectEnv))
+		tcfg.DockerMaxAPIVersion = f.dockerAPI
+	}
+	if f.dockerHost != "" {
+		tcfg.NoAgents = true // the containers run no cpilab agent
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		d, err := testbed.DialDocker(ctx, f.dockerHost)
+		cancel()
+		if err != nil {
+			return nil, suites.Config{}, err
+		}
+		if f.dockerAPI != "" {
+			d.CPIMaxAPIVersion = f.dockerAPI
+		}
+		f.realDocker = d
 	}
 	tb, err := testbed.Start(tcfg)
 	if err != nil {
 		return nil, suites.Config{}, err
 	}
 	var cfg suites.Config
-	if f.cloud == cloudDocker {
+	switch {
+	case f.realDocker != nil:
+		cfg, err = tb.RealDockerSuiteConfig([]string{cpi}, f.realDocker)
+	case f.cloud == cloudDocker:
 		cfg, err = tb.DockerSuiteConfig([]string{cpi})
-	} else {
+	default:
 		cfg, err = tb.SuiteConfig([]string{cpi})
 	}
 	if err != nil {
@@ -80,6 +118,9 @@ func (f *certifyFlags) startCloud(cpi string) (*testbed.Testbed, suites.Config, 
 
 // cloudNote describes the embedded cloud for the run's notes.
 func (f *certifyFlags) cloudNote(tb *testbed.Testbed) string {
+	if d := f.realDocker; d != nil {
+		return fmt.Sprintf("real Docker daemon %s (API %s) at %s; the CPI is configured for API %s; the oracle reads the daemon (containers, volumes, images, events, the settings file by exec); no cpilab agents, SFTP or fault injection there: those specs are not checked", d.Version, d.APIVersion, d.Host, d.CPIAPIVersion())
+	}
 	n := fmt.Sprintf("embedded fakeiaas at %s, NATS at %s, SFTP at %s", tb.URL(), tb.MbusURL(), tb.SSH.Addr())
 	if tb.Docker != nil {
 		n += fmt.Sprintf("; Docker Engine API face at %s (the CPI's VMs are containers, disks volumes, stemcells images)", tb.Docker.Host())
@@ -92,5 +133,12 @@ func rerunCloud(f certifyFlags) []string {
 	if f.cloud == "" || f.cloud == cloudFakeiaas {
 		return nil
 	}
-	return []string{"--cloud", f.cloud}
+	out := []string{"--cloud", f.cloud}
+	if f.dockerHost != "" {
+		out = append(out, "--docker-host", f.dockerHost)
+	}
+	if f.dockerAPI != "" {
+		out = append(out, "--docker-api-version", f.dockerAPI)
+	}
+	return out
 }

@@ -41,7 +41,6 @@ func dockerCPIPath(t *testing.T) string {
 // exactly these.
 var dockerDeviations = map[string]string{
 	"disk.get-disks":                 "cpi/get_disks.go:18 returns nil, nil",
-	"errors.delete-disk-missing":     "disk/volume.go:30 wraps Docker's 404 into a plain CloudError",
 	"snapshot.create-delete":         "cpi/snapshots.go:14 returns an empty snapshot CID and no error",
 	"errors.delete-snapshot-missing": "cpi/snapshots.go:14: no snapshot to delete",
 	"disk.resize":                    "cpi/disks.go:18 ResizeDisk returns nil and does nothing",

@@ -114,13 +114,6 @@ func (f *Face) containerCreate(w http.ResponseWriter, r *http.Request) error {
 		}
 		binds = append(binds, b)
 	}
-	targets := map[string]bool{}
-	for _, b := range binds {
-		if targets[b.Target] {
-			return errorf(http.StatusBadRequest, "Duplicate mount point: %s", b.Target)
-		}
-		targets[b.Target] = true
-	}
 	ctx := reqCtx(r, "container_create")
 
 	f.mu.Lock()
@@ -134,16 +127,13 @@ func (f *Face) containerCreate(w http.ResponseWriter, r *http.Request) error {
 	if im == nil {
 		return errorf(http.StatusNotFound, "No such image: %s", req.Config.Image)
 	}
+	// Networks are looked up at start, as Docker does; what the request
+	// says of an endpoint's live state (a recreate copies an inspect's) is
+	// not kept: start assigns it.
 	endpoints := map[string]*network.EndpointSettings{}
 	if req.NetworkingConfig != nil {
 		for n, ep := range req.NetworkingConfig.EndpointsConfig {
-			if f.networks[n] == nil {
-				return errorf(http.StatusNotFound, "network %s not found", n)
-			}
-			if ep == nil {
-				ep = &network.EndpointSettings{}
-			}
-			endpoints[n] = ep
+			endpoints[n] = configuredEndpoint(ep)
 		}
 	}
 	if len(endpoints) == 0 {
@@ -161,7 +151,15 @@ func (f *Face) containerCreate(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusConflict, "volume %s is being created by another request; try again", b.Source)
 		}
 	}
+	// As Docker: the binds are taken in order, each named volume created
+	// as its bind is reached, so a duplicate mount point is found after
+	// the volumes of the binds before it exist (and they stay).
+	targets := map[string]bool{}
 	for _, b := range binds {
+		if targets[b.Target] {
+			return errorf(http.StatusBadRequest, "Duplicate mount point: %s", b.Target)
+		}
+		targets[b.Target] = true
 		if b.Volume && f.volumes[b.Source] == nil {
 			if _, err := f.createVolumeLocked(r, b.Source, nil); err != nil {
 				return err
@@ -319,6 +317,12 @@ func (f *Face) containerInspect(w http.ResponseWriter, r *http.Request) error {
 		mounts = append(mounts, container.MountPoint{Type: mount.TypeVolume, Name: b.Volume, Destination: b.Target, Driver: "local", RW: true,
 			Source: filepath.Join(f.cloud.VMRoot(c.VM), filepath.FromSlash(b.Target))})
 	}
+	for _, s := range c.HostConfig.Binds { // host paths: shown, not mounted
+		if b, err := parseBind(s); err == nil && !b.Volume {
+			mounts = append(mounts, container.MountPoint{Type: mount.TypeBind, Source: b.Source, Destination: b.Target,
+				Mode: b.Mode, RW: !strings.Contains(","+b.Mode+",", ",ro,"), Propagation: mount.PropagationRPrivate})
+		}
+	}
 	var img string
 	if im := f.lookupImageLocked(c.Config.Image); im != nil {
 		img = im.Stemcell.String()
@@ -364,10 +368,15 @@ func (f *Face) containerStart(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
+	eps, err := f.connectLocked(c)
+	if err != nil {
+		return err
+	}
 	if err := f.cloud.RebootVM(reqCtx(r, "container_start"), c.VM); err != nil {
 		return engineErr("start container "+c.Name, err)
 	}
 	c.Running, c.Started = true, true
+	c.Endpoints = eps
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -375,14 +384,15 @@ func (f *Face) containerStart(w http.ResponseWriter, r *http.Request) error {
 func (f *Face) containerKill(w http.ResponseWriter, r *http.Request) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, err := f.containerLocked(r.PathValue("name"))
-	if err != nil {
-		return err
+	c := f.lookupContainerLocked(r.PathValue("name"))
+	if c == nil {
+		return errorf(http.StatusNotFound, "Cannot kill container: %s: No such container: %s", r.PathValue("name"), r.PathValue("name"))
 	}
 	if !c.Running {
-		return errorf(http.StatusConflict, "Cannot kill container: %s: container %s is not running", r.PathValue("name"), c.VM)
+		return errorf(http.StatusConflict, "Cannot kill container: %s: Container %s is not running", r.PathValue("name"), c.VM)
 	}
 	c.Running = false
+	f.disconnectLocked(c)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -399,6 +409,7 @@ func (f *Face) containerStop(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	c.Running = false
+	f.disconnectLocked(c)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -414,7 +425,7 @@ func (f *Face) containerRemove(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if c.Running && !boolParam(r, "force") {
-		return errorf(http.StatusConflict, "cannot remove container \"/%s\": container is running: stop the container before removing or force remove", c.Name)
+		return errorf(http.StatusConflict, "You cannot remove a running container %s. Stop the container before attempting removal or force remove", c.VM)
 	}
 	var unbindErr error
 	for _, b := range c.Bound {

@@ -92,7 +92,7 @@ func (f *Face) execCreate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !c.Running {
-		return errorf(http.StatusConflict, "container %s is not running", c.VM)
+		return errorf(http.StatusConflict, "Container %s is not running", c.VM)
 	}
 	if req.Tty {
 		return errorf(http.StatusBadRequest, "exec in container %s: Tty is not supported by cpilab's Docker face", c.Name)
@@ -153,7 +153,7 @@ func (f *Face) execInspect(w http.ResponseWriter, r *http.Request) error {
 func (f *Face) execStart(w http.ResponseWriter, r *http.Request) error {
 	var req container.ExecStartRequest
 	if r.ContentLength != 0 {
-		if err := decodeBody(r, maxSmallBody, &req); err != nil {
+		if err := decodeJSON(r, maxSmallBody, &req); err != nil {
 			return err
 		}
 	}
@@ -173,7 +173,7 @@ func (f *Face) execStart(w http.ResponseWriter, r *http.Request) error {
 	c := f.containers[e.Container]
 	if c == nil || !c.Running {
 		f.mu.Unlock()
-		return errorf(http.StatusConflict, "container %s is not running", e.Container)
+		return errorf(http.StatusConflict, "Container %s is not running", e.Container)
 	}
 	root := f.cloud.VMRoot(c.VM)
 	e.Started, e.Running = true, true
@@ -199,10 +199,16 @@ func (f *Face) execStart(w http.ResponseWriter, r *http.Request) error {
 	defer conn.Close()
 	// I/O edge: the stream's deadline is wall-clock time.
 	_ = conn.SetDeadline(time.Now().Add(f.cfg.ExecTimeout))
+	// The frames are multiplexed either way; below API 1.42 Docker still
+	// labels the stream raw (moby api/server/router/container/exec.go).
+	ctype := "application/vnd.docker.multiplexed-stream"
+	if versionLess(requestVersion(r), "1.42") {
+		ctype = "application/vnd.docker.raw-stream"
+	}
 	if upgrade {
-		fmt.Fprint(brw, "HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.multiplexed-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+		fmt.Fprint(brw, "HTTP/1.1 101 UPGRADED\r\nContent-Type: "+ctype+"\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
 	} else {
-		fmt.Fprint(brw, "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.multiplexed-stream\r\nConnection: close\r\n\r\n")
+		fmt.Fprint(brw, "HTTP/1.1 200 OK\r\nContent-Type: "+ctype+"\r\nConnection: close\r\n\r\n")
 	}
 	if err := brw.Flush(); err != nil {
 		finish(126)

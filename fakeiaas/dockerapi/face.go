@@ -1,6 +1,7 @@
 package dockerapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,6 +90,14 @@ type Config struct {
 	ExecTimeout time.Duration
 	// Defect, when set, breaks the face on purpose (tests only).
 	Defect Defect
+	// MinAPIVersion and MaxAPIVersion are the API versions the face
+	// serves, as a Docker daemon of that version does (default
+	// MinAPIVersion and MaxAPIVersion): a /vX.Y/ prefix outside the range
+	// is refused with the daemon's message, a request without one is
+	// served as the maximum, and answers whose shape changed between API
+	// versions take the shape of the version asked (docs/docker.md).
+	// Docker 20.10, for example, serves 1.12 to 1.41.
+	MinAPIVersion, MaxAPIVersion string
 }
 
 // Face is the Docker Engine API face of a fakeiaas Cloud. Serve its
@@ -154,6 +163,10 @@ type netw struct {
 	Name   string
 	Driver string
 	Subnet string
+	// Gateway is the gateway the IPAM config shows: given with the
+	// subnet, or the pool's first address when the face chose the pool
+	// (Docker shows none for a subnet given without one).
+	Gateway string
 }
 
 // Tags the face keeps in the cloud_properties of the engine's objects, so
@@ -193,6 +206,20 @@ func New(cfg Config) (*Face, error) {
 	}
 	if cfg.ExecTimeout <= 0 {
 		cfg.ExecTimeout = DefaultExecTimeout
+	}
+	if cfg.MinAPIVersion == "" {
+		cfg.MinAPIVersion = MinAPIVersion
+	}
+	if cfg.MaxAPIVersion == "" {
+		cfg.MaxAPIVersion = MaxAPIVersion
+	}
+	for _, v := range []string{cfg.MinAPIVersion, cfg.MaxAPIVersion} {
+		if !apiVersion.MatchString(v) {
+			return nil, fmt.Errorf("dockerapi: API version %q: want MAJOR.MINOR (such as 1.41)", v)
+		}
+	}
+	if versionLess(cfg.MaxAPIVersion, cfg.MinAPIVersion) {
+		return nil, fmt.Errorf("dockerapi: MaxAPIVersion %s is below MinAPIVersion %s", cfg.MaxAPIVersion, cfg.MinAPIVersion)
 	}
 	f := &Face{
 		cfg: cfg, cloud: cfg.Cloud, mu: cfg.Runtime.NewMutex(),
@@ -350,7 +377,20 @@ func writeErr(w http.ResponseWriter, err error) {
 	writeJSON(w, ae.Status, common.ErrorResponse{Message: ae.Msg})
 }
 
-var versionPrefix = regexp.MustCompile(`^/v([0-9]+)\.([0-9]+)(/.*)$`)
+var (
+	versionPrefix = regexp.MustCompile(`^/v([0-9]+)\.([0-9]+)(/.*)$`)
+	apiVersion    = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+)
+
+// apiVersionKey is the request context key of the API version asked.
+type apiVersionKey struct{}
+
+// requestVersion is the API version a request asked for (its /vX.Y/
+// prefix, else the face's maximum).
+func requestVersion(r *http.Request) string {
+	v, _ := r.Context().Value(apiVersionKey{}).(string)
+	return v
+}
 
 func versionLess(a, b string) bool {
 	am, an, _ := strings.Cut(a, ".")
@@ -399,22 +439,24 @@ func (f *Face) Handler() http.Handler {
 	route("GET /networks/{name}", f.networkInspect)
 	route("POST /networks/{name}/connect", f.networkConnect)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		version := MaxAPIVersion
+		maxV, minV := f.cfg.MaxAPIVersion, f.cfg.MinAPIVersion
+		version := maxV
 		if m := versionPrefix.FindStringSubmatch(r.URL.Path); m != nil {
 			version = m[1] + "." + m[2]
 			r.URL.Path = m[3]
 			r.URL.RawPath = ""
 		}
-		w.Header().Set("Api-Version", MaxAPIVersion)
-		w.Header().Set("Server", "cpilab-fakeiaas-docker/"+MaxAPIVersion)
-		if versionLess(MaxAPIVersion, version) {
-			writeErr(w, errorf(http.StatusBadRequest, "client version %s is too new. Maximum supported API version is %s", version, MaxAPIVersion))
+		w.Header().Set("Api-Version", maxV)
+		w.Header().Set("Server", "cpilab-fakeiaas-docker/"+maxV)
+		if versionLess(maxV, version) {
+			writeErr(w, errorf(http.StatusBadRequest, "client version %s is too new. Maximum supported API version is %s", version, maxV))
 			return
 		}
-		if versionLess(version, MinAPIVersion) {
-			writeErr(w, errorf(http.StatusBadRequest, "client version %s is too old. Minimum supported API version is %s, please upgrade your client to a newer version", version, MinAPIVersion))
+		if versionLess(version, minV) {
+			writeErr(w, errorf(http.StatusBadRequest, "client version %s is too old. Minimum supported API version is %s, please upgrade your client to a newer version", version, minV))
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), apiVersionKey{}, version))
 		if _, pattern := mux.Handler(r); pattern == "" {
 			writeErr(w, errorf(http.StatusNotFound, "page not found: cpilab's Docker face does not serve %s %s (docs/docker.md lists what it serves)", r.Method, r.URL.Path))
 			return
@@ -438,8 +480,27 @@ func (f *Face) nextIDLocked(kind string) string {
 	return fmt.Sprintf("%s%016x", kind, f.seq)
 }
 
+// decodeBody reads a JSON request body as Docker does: a body needs
+// Content-Type application/json (moby httputils.CheckForJSON), and an
+// empty one is refused with Docker's words.
 func decodeBody(r *http.Request, max int64, v any) error {
+	ct := r.Header.Get("Content-Type")
+	if !(ct == "" && r.ContentLength == 0) {
+		if mt, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(mt) != "application/json" {
+			return errorf(http.StatusBadRequest, "Content-Type specified (%s) must be 'application/json'", ct)
+		}
+	}
+	return decodeJSON(r, max, v)
+}
+
+// decodeJSON reads a JSON request body whatever its Content-Type (exec
+// start: Docker does not check it there), refusing duplicate keys as every
+// decoder of untrusted input does (strictjson).
+func decodeJSON(r *http.Request, max int64, v any) error {
 	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, max))
+	if err == nil && len(bytes.TrimSpace(b)) == 0 {
+		return errorf(http.StatusBadRequest, "got EOF while reading request body")
+	}
 	if err == nil {
 		err = strictjson.Unmarshal(b, v)
 		var je *strictjson.Error

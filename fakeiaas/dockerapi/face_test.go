@@ -111,6 +111,9 @@ func (c *dockerClient) do(method, path string, v any) (int, []byte) {
 	if err != nil {
 		c.tb.Fatal(err)
 	}
+	if _, raw := v.([]byte); v != nil && (!raw || !strings.Contains(path, "/images/create")) {
+		req.Header.Set("Content-Type", "application/json") // as a Docker client sends a JSON body
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		c.tb.Fatalf("%s %s: %v", method, path, err)
@@ -254,14 +257,15 @@ func TestNotFoundAndBadRequests(t *testing.T) {
 	c.wantError(http.StatusNotFound, "POST", "/v1.44/containers/c-nope/start", nil, "No such container: c-nope")
 	c.wantError(http.StatusNotFound, "DELETE", "/v1.44/containers/c-nope?force=1", nil, "No such container: c-nope")
 	c.wantError(http.StatusNotFound, "GET", "/v1.44/volumes/vol-nope", nil, "get vol-nope: no such volume")
-	c.wantError(http.StatusNotFound, "DELETE", "/v1.44/volumes/vol-nope?force=1", nil, "get vol-nope: no such volume")
+	c.wantError(http.StatusNotFound, "DELETE", "/v1.44/volumes/vol-nope", nil, "get vol-nope: no such volume")
+	c.want(http.StatusNoContent, "DELETE", "/v1.44/volumes/vol-nope?force=1", nil, nil) // force: nothing to purge, as in Docker
 	c.wantError(http.StatusNotFound, "DELETE", "/v1.44/images/bosh.io/stemcells:img-nope?force=1", nil, "No such image: bosh.io/stemcells:img-nope")
 	c.wantError(http.StatusNotFound, "GET", "/v1.44/exec/nope/json", nil, "No such exec instance: nope")
 	c.wantError(http.StatusNotFound, "POST", "/v1.44/containers/create?name=c-1", map[string]any{"Image": "bosh.io/stemcells:img-nope"}, "No such image: bosh.io/stemcells:img-nope")
 	c.wantError(http.StatusBadRequest, "POST", "/v1.44/containers/create?name=c-1", []byte(`{"Image": `), "POST /containers/create: invalid JSON body: unexpected EOF")
 	c.wantError(http.StatusBadRequest, "POST", "/v1.44/containers/create?name=../x", map[string]any{"Image": "x"}, "Invalid container name (../x), only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed")
 	c.wantError(http.StatusBadRequest, "POST", "/v1.44/volumes/create", map[string]any{"Name": "../etc"}, `create ../etc: "../etc" includes invalid characters for a local volume name, only "[a-zA-Z0-9][a-zA-Z0-9_.-]" are allowed. If you intended to pass a host directory, use absolute path`)
-	c.wantError(http.StatusBadRequest, "POST", "/v1.44/images/create?fromSrc=-&repo=r&tag=t", []byte("not a tar"), "import r:t: the body is not a tar archive: unexpected EOF")
+	c.wantError(http.StatusInternalServerError, "POST", "/v1.44/images/create?fromSrc=-&repo=r&tag=t", []byte("not a tar"), "import r:t: the body is not a tar archive: unexpected EOF")
 	c.wantError(http.StatusNotFound, "POST", "/v1.44/images/create?fromImage=ubuntu&tag=jammy", nil, "pull access denied for ubuntu: cpilab's Docker face has no registry; import the image instead (POST /images/create?fromSrc=-)")
 }
 
@@ -344,7 +348,7 @@ func TestContainerVolumeLifecycle(t *testing.T) {
 	c.wantError(http.StatusConflict, "POST", "/v1.44/containers/create?name=c-1", map[string]any{"Image": "bosh.io/stemcells:img-1"},
 		fmt.Sprintf("Conflict. The container name \"/c-1\" is already in use by container %q. You have to remove (or rename) that container to be able to reuse that name.", id))
 	c.wantError(http.StatusConflict, "DELETE", "/v1.44/volumes/vol-1?force=1", nil, "remove vol-1: volume is in use - ["+id+"]")
-	c.wantError(http.StatusConflict, "DELETE", "/v1.44/containers/c-1", nil, "cannot remove container \"/c-1\": container is running: stop the container before removing or force remove")
+	c.wantError(http.StatusConflict, "DELETE", "/v1.44/containers/c-1", nil, "You cannot remove a running container "+id+". Stop the container before attempting removal or force remove")
 	c.wantError(http.StatusConflict, "POST", "/v1.44/containers/create?name=c-2", map[string]any{"Image": "bosh.io/stemcells:img-1",
 		"HostConfig": map[string]any{"Binds": []string{"vol-1:/data"}}},
 		"volume vol-1 is in use by container c-1: cpilab's Docker face binds a volume (a fakeiaas disk) into one container at a time")
@@ -354,7 +358,7 @@ func TestContainerVolumeLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.want(http.StatusNoContent, "POST", "/v1.44/containers/c-1/kill?signal=KILL", nil, nil)
-	c.wantError(http.StatusConflict, "POST", "/v1.44/containers/c-1/kill?signal=KILL", nil, "Cannot kill container: c-1: container "+id+" is not running")
+	c.wantError(http.StatusConflict, "POST", "/v1.44/containers/c-1/kill?signal=KILL", nil, "Cannot kill container: c-1: Container "+id+" is not running")
 	c.want(http.StatusNoContent, "DELETE", "/v1.44/containers/c-1?force=1", nil, nil)
 	c.wantError(http.StatusNotFound, "GET", "/v1.44/containers/c-1/json", nil, "No such container: c-1")
 	st = env.state(t)
@@ -468,7 +472,7 @@ func TestExecStream(t *testing.T) {
 	// A stopped container runs nothing.
 	c.want(http.StatusNoContent, "POST", "/v1.44/containers/c-1/kill", nil, nil)
 	c.wantError(http.StatusConflict, "POST", "/v1.44/containers/c-1/exec", container.ExecCreateRequest{Cmd: []string{"bash", "-c", "chgrp vcap /out"}},
-		"container "+id+" is not running")
+		"Container "+id+" is not running")
 }
 
 // TestRebuildAfterRestart: the face's tables come back from the durable
@@ -627,8 +631,11 @@ func TestNetworksAndImages(t *testing.T) {
 	var created container.CreateResponse
 	c.want(http.StatusCreated, "POST", "/v1.44/containers/create?name=c-1", map[string]any{"Image": "img:1",
 		"NetworkingConfig": map[string]any{"EndpointsConfig": map[string]any{"net-a": map[string]any{"IPAMConfig": map[string]string{"IPv4Address": "10.244.0.5"}}}}}, &created)
-	c.wantError(http.StatusNotFound, "POST", "/v1.44/containers/create?name=c-2", map[string]any{"Image": "img:1",
-		"NetworkingConfig": map[string]any{"EndpointsConfig": map[string]any{"net-z": map[string]any{}}}}, "network net-z not found")
+	// As Docker: a network is looked up at start, not at create.
+	c.want(http.StatusCreated, "POST", "/v1.44/containers/create?name=c-2", map[string]any{"Image": "img:1",
+		"NetworkingConfig": map[string]any{"EndpointsConfig": map[string]any{"net-z": map[string]any{}}}}, nil)
+	c.wantError(http.StatusNotFound, "POST", "/v1.44/containers/c-2/start", nil, "network net-z not found")
+	c.want(http.StatusNoContent, "DELETE", "/v1.44/containers/c-2?force=1", nil, nil)
 	c.want(http.StatusOK, "POST", "/v1.44/networks/bridge/connect", map[string]any{"Container": "c-1"}, nil)
 	var insp container.InspectResponse
 	c.want(http.StatusOK, "GET", "/v1.44/containers/c-1/json", nil, &insp)

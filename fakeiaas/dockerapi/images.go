@@ -26,8 +26,8 @@ func (f *Face) version(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, system.VersionResponse{
 		Platform:      system.PlatformInfo{Name: "cpilab fakeiaas Docker face"},
 		Version:       "cpilab",
-		APIVersion:    MaxAPIVersion,
-		MinAPIVersion: MinAPIVersion,
+		APIVersion:    f.cfg.MaxAPIVersion,
+		MinAPIVersion: f.cfg.MinAPIVersion,
 		Os:            "linux",
 		Arch:          "amd64",
 		GoVersion:     runtime.Version(),
@@ -90,7 +90,7 @@ func readImage(body io.Reader, max int64, repo, tag string) (json.RawMessage, er
 			break
 		}
 		if err != nil {
-			return nil, errorf(http.StatusBadRequest, "import %s:%s: the body is not a tar archive: %v", repo, tag, err)
+			return nil, errorf(http.StatusInternalServerError, "import %s:%s: the body is not a tar archive: %v", repo, tag, err)
 		}
 		total += h.Size
 		if total > max {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -29,12 +30,9 @@ func (f *Face) volumeView(v *vol) volume.Volume {
 			}
 		}
 	}
-	labels := v.Labels
-	if labels == nil {
-		labels = map[string]string{}
-	}
+	// Labels and Options are null when none were given, as Docker has them.
 	return volume.Volume{Name: v.Name, Driver: "local", Mountpoint: mp, Scope: "local", CreatedAt: v.Created,
-		Labels: labels, Options: map[string]string{}}
+		Labels: v.Labels}
 }
 
 // createVolumeLocked creates a fakeiaas disk and the volume's directory,
@@ -159,13 +157,19 @@ func (f *Face) volumeList(w http.ResponseWriter, r *http.Request) error {
 
 // volumeRemove serves DELETE /volumes/{name}: fakeiaas delete_disk and the
 // directory. A volume bound into a container is in use (409), even with
-// force, as in Docker.
+// force, as in Docker. A volume that does not exist is 404, or 204 with
+// force (moby's volume router: force purges, and a missing volume is
+// nothing to purge).
 func (f *Face) volumeRemove(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v := f.volumes[name]
 	if v == nil {
+		if boolParam(r, "force") {
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
 		return errorf(http.StatusNotFound, "get %s: no such volume", name)
 	}
 	if c := f.containers[v.BoundTo]; c != nil {
@@ -209,9 +213,23 @@ func (f *Face) networkCreate(w http.ResponseWriter, r *http.Request) error {
 	if n.Driver == "" {
 		n.Driver = "bridge"
 	}
-	if req.IPAM != nil && len(req.IPAM.Config) > 0 {
+	if req.IPAM == nil || len(req.IPAM.Config) == 0 {
+		// Docker gives a network created without a subnet one from its
+		// default address pools.
+		if n.Subnet = f.defaultPoolLocked(); n.Subnet == "" {
+			return errorf(http.StatusForbidden, "could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network")
+		}
+		n.Gateway = netip.MustParsePrefix(n.Subnet).Addr().Next().String()
+	} else {
 		n.Subnet = req.IPAM.Config[0].Subnet.String()
+		if gw := req.IPAM.Config[0].Gateway; gw.IsValid() {
+			n.Gateway = gw.String()
+		}
 		for _, o := range f.networks {
+			if o.Subnet != "" && o.Subnet == n.Subnet && versionLess(f.cfg.MaxAPIVersion, "1.42") {
+				// Docker 20.10 (API 1.41): the IPAM refuses the pool.
+				return errorf(http.StatusForbidden, "Pool overlaps with other one on this address space")
+			}
 			if o.Subnet != "" && o.Subnet == n.Subnet {
 				return errorf(http.StatusForbidden, "cannot create network %s (br-%s): conflicts with network %s (br-%s): networks have overlapping IPv4", n.ID, n.ID[:12], o.ID, o.ID[:12])
 			}
@@ -241,7 +259,15 @@ func (f *Face) networkInspect(w http.ResponseWriter, r *http.Request) error {
 	if n == nil {
 		return errorf(http.StatusNotFound, "network %s not found", r.PathValue("name"))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"Name": n.Name, "Id": n.ID, "Driver": n.Driver, "Scope": "local"})
+	ipam := map[string]any{"Driver": "default", "Options": nil, "Config": []any{}}
+	if pfx, err := netip.ParsePrefix(n.Subnet); err == nil {
+		c := map[string]string{"Subnet": pfx.Masked().String()}
+		if n.Gateway != "" {
+			c["Gateway"] = n.Gateway
+		}
+		ipam["Config"] = []any{c}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"Name": n.Name, "Id": n.ID, "Driver": n.Driver, "Scope": "local", "IPAM": ipam})
 	return nil
 }
 
