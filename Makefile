@@ -17,6 +17,7 @@ build:
 	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN)/cpilab ./cmd/cpilab
 	$(GO) build -o $(BIN)/fakeiaas-cpi ./cmd/fakeiaas-cpi
 	$(GO) build -o $(BIN)/bosh-flexvolume ./cmd/bosh-flexvolume
+	$(GO) build -o $(BIN)/bosh-csi ./cmd/bosh-csi
 
 # make test: vet, format check, unit and suite tests (with a throw-away
 # PostgreSQL cluster, installed from the distribution's packages when
