@@ -55,3 +55,18 @@ type Bugs struct {
 	// not Unavailable (the sidecars then do not retry as they should).
 	DirectorDownInternal bool
 }
+
+// Variant changes bosh-csi in ways the CSI spec allows (the catalog's
+// legal variants, which cpilab certify-csi must accept). The zero value
+// is the driver as shipped.
+type Variant struct {
+	// NoListVolumes: LIST_VOLUMES is not declared and ListVolumes is
+	// Unimplemented (the capability is optional).
+	NoListVolumes bool
+	// SerialController: one controller call at a time, whatever the
+	// volume (slower, still correct).
+	SerialController bool
+	// PublishCIDOnly: the publish context carries the disk's CID alone and
+	// the node derives the agent's link from it.
+	PublishCIDOnly bool
+}

@@ -275,8 +275,12 @@ func (d *Driver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	return &csi.DeleteVolumeResponse{}, nil
 }
 
-// publishContext is what the node needs: the agent's link of the disk.
-func publishContext(cid string) map[string]string {
+// publishContext is what the node needs: the agent's link of the disk
+// (Variant.PublishCIDOnly: its CID alone).
+func (d *Driver) publishContext(cid string) map[string]string {
+	if d.deps.Variant.PublishCIDOnly {
+		return map[string]string{PublishDiskCID: cid}
+	}
 	return map[string]string{PublishDevice: flexvolume.DeviceOf(cid), PublishDiskCID: cid}
 }
 
@@ -320,7 +324,7 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 		if d.bugs.PublishNotIdempotent {
 			return nil, status.Errorf(codes.FailedPrecondition, "ControllerPublishVolume %s: already attached", id)
 		}
-		return &csi.ControllerPublishVolumeResponse{PublishContext: publishContext(di.CID)}, nil
+		return &csi.ControllerPublishVolumeResponse{PublishContext: d.publishContext(di.CID)}, nil
 	}
 	if attached(di) {
 		return nil, status.Errorf(codes.FailedPrecondition, "ControllerPublishVolume %s to node %s: the disk is attached to instance %s (a dynamic disk is attached to one VM at a time)", id, node, di.InstanceName())
@@ -328,7 +332,7 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 	if _, err := d.deps.Backend.AttachDynamicDisk(ctx, id, node, map[string]any{"csi_node_id": node}); err != nil {
 		return nil, d.directorError(fmt.Sprintf("ControllerPublishVolume %s to node %s: POST /dynamic_disks/%s/attach", id, node, id), err)
 	}
-	return &csi.ControllerPublishVolumeResponse{PublishContext: publishContext(di.CID)}, nil
+	return &csi.ControllerPublishVolumeResponse{PublishContext: d.publishContext(di.CID)}, nil
 }
 
 // ControllerUnpublishVolume detaches the disk from the node's instance;
@@ -390,6 +394,9 @@ const listTokenPrefix = "after:"
 // the node each is published on; the token is the last id returned, so a
 // volume deleted between pages loses no other.
 func (d *Driver) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	if d.deps.Variant.NoListVolumes {
+		return nil, status.Error(codes.Unimplemented, "ListVolumes is not served (LIST_VOLUMES is not declared)")
+	}
 	if req.GetMaxEntries() < 0 {
 		return nil, invalid("ListVolumes: max_entries %d is negative", req.GetMaxEntries())
 	}
@@ -430,8 +437,9 @@ func (d *Driver) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 	rpcs := []csi.ControllerServiceCapability_RPC_Type{
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
-		csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
-		csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
+	}
+	if !d.deps.Variant.NoListVolumes {
+		rpcs = append(rpcs, csi.ControllerServiceCapability_RPC_LIST_VOLUMES, csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
 	}
 	if d.cfg.Resize {
 		rpcs = append(rpcs, csi.ControllerServiceCapability_RPC_EXPAND_VOLUME)

@@ -42,6 +42,9 @@ type Deps struct {
 	Exec    utilexec.Interface
 	// Log receives the driver's log lines. Default io.Discard.
 	Log io.Writer
+	// Variant changes the driver in a legal way (the catalog's variants);
+	// zero in bosh-csi.
+	Variant Variant
 	// Bugs deliberately break the driver (the catalog of buggy drivers
 	// cpilab certify-csi is tested against); zero in bosh-csi.
 	Bugs Bugs
@@ -61,6 +64,7 @@ type Driver struct {
 	bugs Bugs
 
 	createCount atomic.Int64 // Bugs.CreateLeaks
+	serial      sync.Mutex   // Variant.SerialController
 
 	// locks serialises calls on one volume id (the CSI spec lets a plugin
 	// answer Aborted instead; serialising makes the sidecars' retries

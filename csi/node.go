@@ -143,6 +143,9 @@ func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		return nil, invalid("NodeStageVolume %s: %s", id, msg)
 	}
 	device := req.GetPublishContext()[PublishDevice]
+	if cid := req.GetPublishContext()[PublishDiskCID]; device == "" && cid != "" {
+		device = flexvolume.DeviceOf(cid)
+	}
 	if d.bugs.StageFirstDevice {
 		if ents, err := os.ReadDir(d.hostPath(flexvolume.DynamicDisksDir)); err == nil && len(ents) > 0 {
 			names := make([]string, len(ents))
@@ -154,7 +157,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		}
 	}
 	if device == "" {
-		return nil, invalid("NodeStageVolume %s: publish_context has no %s (ControllerPublishVolume gives it)", id, PublishDevice)
+		return nil, invalid("NodeStageVolume %s: publish_context has neither %s nor %s (ControllerPublishVolume gives them)", id, PublishDevice, PublishDiskCID)
 	}
 	unlock, err := d.lock(ctx, "node:"+id)
 	if err != nil {

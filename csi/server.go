@@ -81,6 +81,10 @@ func (s *Server) Stop() {
 }
 
 func (d *Driver) logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if d.deps.Variant.SerialController && strings.HasPrefix(info.FullMethod, "/csi.v1.Controller/") {
+		d.serial.Lock()
+		defer d.serial.Unlock()
+	}
 	resp, err := h(ctx, req)
 	if err != nil {
 		d.log.Printf("%s %v → %v", info.FullMethod, req, err)

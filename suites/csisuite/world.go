@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/klog/v2"
 )
 
 // Backends of certified drivers.
@@ -62,6 +65,7 @@ type Launch struct {
 	// with Bugs.
 	Executable string
 	Bugs       boshcsi.Bugs
+	Variant    boshcsi.Variant
 	// Edit may change each generated config (the catalog's variants).
 	Edit func(c *boshcsi.Config)
 	// Dir holds the sockets, configs and logs (required; keep it short: a
@@ -131,7 +135,8 @@ func (d *Driver) start(ctx context.Context, l Launch, mode, name string, cfg bos
 			d.stop = append(d.stop, func() { _ = f.Close() })
 			logw = f
 		}
-		drv, err := boshcsi.NewDriver(cfg, boshcsi.Deps{Log: logw, Bugs: l.Bugs})
+		quietKlog()
+		drv, err := boshcsi.NewDriver(cfg, boshcsi.Deps{Log: logw, Bugs: l.Bugs, Variant: l.Variant})
 		if err != nil {
 			return err
 		}
@@ -244,4 +249,19 @@ func SanityConfig(controller, node, root string, params map[string]string) sanit
 		return sanity.PathIsOther, nil
 	}
 	return c
+}
+
+var klogOnce sync.Once
+
+// quietKlog keeps mount-utils' klog lines (in-process drivers) off
+// stderr: they would interleave with the report.
+func quietKlog() {
+	klogOnce.Do(func() {
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("logtostderr", "false")
+		_ = fs.Set("alsologtostderr", "false")
+		_ = fs.Set("stderrthreshold", "FATAL")
+		klog.SetOutput(io.Discard)
+	})
 }
