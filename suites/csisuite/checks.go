@@ -527,8 +527,13 @@ func (s *Session) write(node int, vol string) ([]byte, error) {
 
 func (s *Session) readBack(clause string, node int, vol string, want []byte, after string) error {
 	got, err := os.ReadFile(filepath.Join(s.host(node, targetOf(vol)), dataFile))
-	if err != nil || !bytes.Equal(got, want) {
-		return violation(clause, "the file written into volume %s is %s on node %s after %s (read: %q, %v)", vol, "not there", s.env.Nodes[node].Name, after, got, err)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return violation(clause, "the file written into volume %s (%s) is gone on node %s after %s", vol, targetOf(vol)+"/"+dataFile, s.env.Nodes[node].Name, after)
+	case err != nil:
+		return err
+	case !bytes.Equal(got, want):
+		return violation(clause, "the file written into volume %s (%s) reads %q on node %s after %s, not %q", vol, targetOf(vol)+"/"+dataFile, got, s.env.Nodes[node].Name, after, want)
 	}
 	return nil
 }
