@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 PKGS      := ./...
 # Packages with concurrency that must stay clean under the race detector.
-RACE_PKGS := ./rt/... ./cpiv2/... ./fakeiaas/... ./mbus/... ./agent/... ./director/... ./simulator/... ./testbed/... ./adversarial/...
+RACE_PKGS := ./rt/... ./cpiv2/... ./fakeiaas/... ./mbus/... ./agent/... ./director/... ./simulator/... ./testbed/... ./adversarial/... ./csi/...
 FUZZTIME  ?= 10s
 # The commit `cpilab --version` reports when the toolchain does not stamp it.
 COMMIT    := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
@@ -17,6 +17,7 @@ build:
 	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN)/cpilab ./cmd/cpilab
 	$(GO) build -o $(BIN)/fakeiaas-cpi ./cmd/fakeiaas-cpi
 	$(GO) build -o $(BIN)/bosh-flexvolume ./cmd/bosh-flexvolume
+	$(GO) build -o $(BIN)/bosh-csi ./cmd/bosh-csi
 
 # make test: vet, format check, unit and suite tests (with a throw-away
 # PostgreSQL cluster, installed from the distribution's packages when

@@ -8,6 +8,7 @@
 //	cpilab agent --root DIR   run one reference agent
 //	cpilab certify-director   certify a director's dynamic disks API
 //	cpilab certify-flex       certify a FlexVolume driver (the BOSH dynamic disks driver by default)
+//	cpilab certify-csi        certify a CSI driver (bosh-csi by default): csi-sanity, then BOSH checks
 //	cpilab simulate / replay  deterministic lifecycle simulation
 //	cpilab completion bash    shell completion
 //	cpilab storage run|simulate|replay  convergent storage sizing over dynamic disks

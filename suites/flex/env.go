@@ -173,6 +173,9 @@ type Gate struct {
 	to   string
 	down atomic.Bool
 	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]bool // open client connections, closed by SetDown(true)
 }
 
 func newGate(target string) (*Gate, error) {
@@ -186,7 +189,7 @@ func newGate(target string) (*Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flex: gate: %w", err)
 	}
-	g := &Gate{URL: scheme + "://" + ln.Addr().String(), ln: ln, to: host}
+	g := &Gate{URL: scheme + "://" + ln.Addr().String(), ln: ln, to: host, conns: map[net.Conn]bool{}}
 	g.wg.Add(1)
 	go g.serve() // I/O edge: a TCP proxy
 	return g, nil
@@ -203,10 +206,18 @@ func (g *Gate) serve() {
 			_ = c.Close()
 			continue
 		}
+		g.mu.Lock()
+		g.conns[c] = true
+		g.mu.Unlock()
 		g.wg.Add(1)
 		go func() { // I/O edge: one proxied connection
 			defer g.wg.Done()
-			defer c.Close()
+			defer func() {
+				g.mu.Lock()
+				delete(g.conns, c)
+				g.mu.Unlock()
+				_ = c.Close()
+			}()
 			u, err := net.DialTimeout("tcp", g.to, 5*time.Second)
 			if err != nil {
 				return
@@ -227,11 +238,30 @@ func closeWrite(c net.Conn) {
 	}
 }
 
-// SetDown closes (true) or opens (false) the gate.
-func (g *Gate) SetDown(down bool) { g.down.Store(down) }
+// SetDown closes (true) or opens (false) the gate. Closing it also cuts
+// the connections open through it, so that a long-lived driver's kept-alive
+// connection sees the outage as a new one would.
+func (g *Gate) SetDown(down bool) {
+	g.down.Store(down)
+	if !down {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for c := range g.conns {
+		_ = c.Close()
+	}
+}
 
-// Close stops the gate.
+// Close stops the gate and cuts the connections open through it (a
+// kept-alive idle one would otherwise hold Close until its peer's idle
+// time-out).
 func (g *Gate) Close() {
 	_ = g.ln.Close()
+	g.mu.Lock()
+	for c := range g.conns {
+		_ = c.Close()
+	}
+	g.mu.Unlock()
 	g.wg.Wait()
 }

@@ -18,31 +18,51 @@ import (
 // cloudDisk returns the CID of the cloud disk whose backing file device
 // names on node n ("" with an error when it names none).
 func (s *Session) cloudDisk(n EnvNode, device string) (string, error) {
+	return s.env.CloudDisk(n, device)
+}
+
+// attachedTo lists the nodes whose VM has disk cid attached.
+func (s *Session) attachedTo(cid string) []string { return s.env.AttachedTo(cid) }
+
+// CloudDisk returns the CID of the cloud disk whose backing file device
+// (a node path) names on node n ("" with an error when it names none).
+func (e *Env) CloudDisk(n EnvNode, device string) (string, error) {
 	host, err := flexvolume.NewVMRoot(n.Root).Resolve(device)
 	if err != nil {
 		return "", fmt.Errorf("device %s does not exist on node %s: %v", device, n.Name, err)
 	}
+	cid, err := e.CloudDiskOfFile(n, host)
+	if err != nil {
+		return "", fmt.Errorf("device %s on node %s is no disk of the cloud", device, n.Name)
+	}
+	return cid, nil
+}
+
+// CloudDiskOfFile returns the CID of the cloud disk whose backing file is
+// host (a path on this host, inside node n's root).
+func (e *Env) CloudDiskOfFile(n EnvNode, host string) (string, error) {
 	fi, err := os.Stat(host)
 	if err != nil {
 		return "", err
 	}
-	imgs, _ := filepath.Glob(filepath.Join(s.env.CloudDir, "disks", "*.img"))
+	imgs, _ := filepath.Glob(filepath.Join(e.CloudDir, "disks", "*.img"))
 	for _, img := range imgs {
 		if gi, err := os.Stat(img); err == nil && os.SameFile(fi, gi) {
 			return strings.TrimSuffix(filepath.Base(img), ".img"), nil
 		}
 	}
-	return "", fmt.Errorf("device %s on node %s is no disk of the cloud", device, n.Name)
+	return "", fmt.Errorf("a file of node %s is no disk of the cloud", n.Name)
 }
 
-// attachedTo lists the nodes whose VM has disk cid attached.
-func (s *Session) attachedTo(cid string) []string {
-	img, err := os.Stat(filepath.Join(s.env.CloudDir, "disks", cid+".img"))
+// AttachedTo lists the nodes whose VM has disk cid attached: the disk's
+// backing file hard-linked into the VM root's dev/.
+func (e *Env) AttachedTo(cid string) []string {
+	img, err := os.Stat(filepath.Join(e.CloudDir, "disks", cid+".img"))
 	if err != nil {
 		return nil
 	}
 	var out []string
-	for _, n := range s.env.Nodes {
+	for _, n := range e.Nodes {
 		ents, _ := os.ReadDir(filepath.Join(n.Root, "dev"))
 		for _, e := range ents {
 			if fi, err := os.Stat(filepath.Join(n.Root, "dev", e.Name())); err == nil && fi.Mode().IsRegular() && os.SameFile(fi, img) {
