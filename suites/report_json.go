@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -257,7 +256,7 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 		if sr.LeafNodeType != types.NodeTypeIt && !sr.Failed() {
 			continue // Ginkgo's bookkeeping: suite set-up and reporters
 		}
-		s := specResult(sr, run.Rerun)
+		s := specResult(r, sr, run.Rerun)
 		if s.State == StateInterrupted {
 			interrupted = true
 		}
@@ -276,7 +275,7 @@ func nonNil(s []string) []string {
 }
 
 // specResult turns one Ginkgo spec report into a SpecResult.
-func specResult(sr types.SpecReport, rerun func(string) string) SpecResult {
+func specResult(r types.Report, sr types.SpecReport, rerun func(string) string) SpecResult {
 	s := SpecResult{Name: sr.FullText(), Suite: labelValue(sr, "suite"), Row: labelValue(sr, "row"),
 		Area: labelValue(sr, "area"), Labels: nonNil(sr.Labels()), DurationSeconds: sr.RunTime.Seconds(),
 		Methods: []string{}, Calls: []ReportCall{}, Violations: []Violation{}, Warnings: []Warning{}}
@@ -346,8 +345,7 @@ func specResult(sr types.SpecReport, rerun func(string) string) SpecResult {
 			s.Violations = append(s.Violations, Violation{Clause: "harness", Did: sr.Failure.Message, ExitCode: -1})
 		}
 	}
-	// Ginkgo matches focus against "<suite description> <spec text>".
-	s.Focus = regexp.QuoteMeta(" "+sr.FullText()) + "$"
+	s.Focus = SpecFocus(r, sr)
 	if rerun != nil && (s.State == StateFailed || s.State == StateInterrupted) {
 		s.Rerun = rerun(s.Focus)
 	}

@@ -343,3 +343,69 @@ func BenchmarkCertifyDefault(b *testing.B) {
 		}
 	}
 }
+
+// printedReruns returns the rerun commands a certifier printed.
+func printedReruns(stdout string) []string {
+	var printed []string
+	for _, l := range strings.Split(stdout, "\n") {
+		if c, ok := strings.CutPrefix(strings.TrimSpace(l), "rerun only this spec: "); ok {
+			printed = append(printed, c)
+		}
+	}
+	return printed
+}
+
+// runPrinted runs a printed command line through a shell, from a
+// directory that is not the one it was printed in, with extra appended.
+func runPrinted(t *testing.T, cmdline string, extra ...string) (int, string, string) {
+	t.Helper()
+	for _, e := range extra {
+		cmdline += " " + shellWord(e)
+	}
+	sh := exec.Command("sh", "-c", cmdline)
+	sh.Dir = t.TempDir()
+	sh.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	return runCmd(t, sh)
+}
+
+// A reference-table step needs what the steps before it made: the printed
+// rerun of step 4 runs steps 1 to 4 of its row and fails step 4 again,
+// not NOTHING-CHECKED for want of step 1's VM.
+func TestRerunCommandReproducesATableStep(t *testing.T) {
+	dir := buildCPIs(t)
+	link := filepath.Join(dir, "buggy-hint-off-by-one")
+	if err := os.Symlink(filepath.Join(dir, "buggy-cpi"), link); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	js := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, _ := certify(t, dir, "--cpi", link, "--label-filter", "row:current.c2.s2", "--json-report", js)
+	r := readReport(t, js)
+	var failed []suites.SpecResult
+	for _, s := range r.Specs {
+		if s.State == suites.StateFailed {
+			failed = append(failed, s)
+		}
+	}
+	printed := printedReruns(stdout)
+	if code != 1 || len(failed) != 1 || !strings.Contains(failed[0].Name, "(step 4") || len(printed) != 1 || printed[0] != failed[0].Rerun {
+		t.Fatalf("exit %d, failures %d, printed reruns %q; want step 4 of the row failed, with its rerun printed as in the report:\n%s", code, len(failed), printed, stdout)
+	}
+	js2 := filepath.Join(t.TempDir(), "r2.json")
+	code, stdout, stderr := runPrinted(t, printed[0], "--json-report", js2)
+	again := readReport(t, js2)
+	var ran []string
+	var clause string
+	for _, s := range again.Specs {
+		ran = append(ran, s.ID)
+		if s.Name == failed[0].Name && s.State == suites.StateFailed {
+			clause = s.Violations[0].Clause
+		}
+	}
+	if code != 1 || again.Verdict != suites.VerdictRejected || clause != failed[0].Violations[0].Clause || again.Counts.Passed < 2 {
+		t.Fatalf("rerun %s: exit %d, verdict %s, step 4 broke %q (want %q), specs %q\nstdout:\n%s\nstderr:\n%s",
+			printed[0], code, again.Verdict, clause, failed[0].Violations[0].Clause, ran, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "left in the embedded fakeiaas after the run: nothing") {
+		t.Errorf("the rerun left resources behind:\n%s", stdout)
+	}
+}
