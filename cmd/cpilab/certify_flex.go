@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -78,7 +79,8 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	elapsed := time.Since(start).Round(time.Millisecond)
 	sum := suites.Summarize(report)
-	fails := suites.Failures(report, flexRerunCommand(f))
+	rerun := flexRerunCommand(f, invokedAs(), driver, fs)
+	fails := suites.Failures(report, rerun)
 	writeFlexSpecs(stdout, report)
 	suites.WriteCounts(stdout, sum.Passed, sum.Failed, sum.Skipped, sum.NotChecked)
 	if len(fails) > 0 {
@@ -90,7 +92,7 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rep := suites.NewCertifyReport(report, suites.ReportRun{Target: driver, Command: os.Args,
 		Notes: []string{"FlexVolume driver certification, backend " + f.backend}, Started: start, Duration: elapsed,
-		Rerun: flexRerunCommand(f)})
+		Rerun: rerun})
 	if err := f.reports().write(rep); err != nil {
 		return err
 	}
@@ -123,12 +125,16 @@ func writeFlexSpecs(w io.Writer, r types.Report) {
 	}
 }
 
-// flexRerunCommand returns the command line that reruns one spec.
-func flexRerunCommand(f certifyFlexFlags) func(focus string) string {
+// flexRerunCommand returns the command line that reruns one spec, runnable
+// as printed from any directory: the cpilab the user ran (argv0), the
+// driver's absolute path, and every flag that changes what a spec does.
+func flexRerunCommand(f certifyFlexFlags, argv0, driver string, fs *flag.FlagSet) func(focus string) string {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	return func(focus string) string {
-		parts := []string{"cpilab", "certify-flex"}
+		parts := []string{shellWord(argv0), "certify-flex"}
 		if f.driver != "" {
-			parts = append(parts, "--driver", shellWord(f.driver))
+			parts = append(parts, "--driver", shellWord(driver))
 		}
 		if f.plugin != "" {
 			parts = append(parts, "--plugin-name", shellWord(f.plugin))
@@ -138,6 +144,9 @@ func flexRerunCommand(f certifyFlexFlags) func(focus string) string {
 		}
 		if f.lenientExit {
 			parts = append(parts, "--lenient-exit")
+		}
+		if set["call-timeout"] {
+			parts = append(parts, "--call-timeout", f.callTimeout.String())
 		}
 		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
 	}

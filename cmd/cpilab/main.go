@@ -28,6 +28,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cpilab/cpilab/simulator"
 )
 
 // command is one subcommand.
@@ -57,6 +59,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	simulator.Program = invokedAs() // its replay lines run as printed
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
