@@ -118,6 +118,10 @@ type Counts struct {
 	NotChecked  int `json:"not_checked"`
 	Interrupted int `json:"interrupted"`
 	Warnings    int `json:"warnings"`
+	// NotRun are the specs the run selected that never started: an
+	// interrupt, the run's time limit or --fail-fast stopped it first.
+	// They are neither passes nor failures.
+	NotRun int `json:"not_run"`
 }
 
 // AreaDoc is one matrix column and what it checks.
@@ -248,10 +252,14 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 	for _, a := range Areas {
 		c.Areas = append(c.Areas, AreaDoc{ID: a, Title: AreaDocs[a]})
 	}
-	interrupted := run.Interrupted
+	interrupted := run.Interrupted || TimedOut(r)
+	started := 0
 	for _, sr := range r.SpecReports {
 		if !Ran(sr) {
-			continue // left out by a label filter or focus
+			continue // left out by a label filter or focus, or never started
+		}
+		if sr.LeafNodeType == types.NodeTypeIt {
+			started++
 		}
 		if sr.LeafNodeType != types.NodeTypeIt && !sr.Failed() {
 			continue // Ginkgo's bookkeeping: suite set-up and reporters
@@ -263,8 +271,28 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 		c.Specs = append(c.Specs, s)
 	}
 	c.fillMatrix()
+	c.Counts.NotRun = max(0, r.PreRunStats.SpecsThatWillRun-started)
 	c.decide(r, interrupted)
 	return c
+}
+
+// suiteTimeoutReason is how Ginkgo names a run stopped by its time limit
+// (--ginkgo.timeout) in SpecialSuiteFailureReasons.
+const suiteTimeoutReason = "Suite Timeout Elapsed"
+
+// TimedOut reports whether the run's time limit (--ginkgo.timeout) stopped
+// it: a harness limit, never something the CPI did.
+func TimedOut(r types.Report) bool {
+	if slices.Contains(r.SpecialSuiteFailureReasons, suiteTimeoutReason) {
+		return true
+	}
+	return slices.ContainsFunc(r.SpecReports, suiteTimedOut)
+}
+
+// suiteTimedOut reports whether the run's time limit stopped sr (Ginkgo's
+// "A suite timeout occurred"), as opposed to a spec's own time limit.
+func suiteTimedOut(sr types.SpecReport) bool {
+	return sr.State == types.SpecStateTimedout && strings.HasPrefix(sr.Failure.Message, "A suite timeout occurred")
 }
 
 func nonNil(s []string) []string {
@@ -339,6 +367,8 @@ func specResult(r types.Report, sr types.SpecReport, rerun func(string) string) 
 		s.State, s.Reason = StateNotChecked, sr.Failure.Message
 	case sr.State.Is(types.SpecStateInterrupted):
 		s.State, s.Reason = StateInterrupted, "interrupted (Ctrl-C or SIGTERM) before the spec ended"
+	case suiteTimedOut(sr):
+		s.State, s.Reason = StateInterrupted, "the run's time limit (--ginkgo.timeout) ended it before the spec ended"
 	default:
 		s.State, s.Reason = StateFailed, sr.Failure.Message
 		if len(s.Violations) == 0 {
@@ -451,7 +481,11 @@ func (c *CertifyReport) decide(r types.Report, interrupted bool) {
 	switch {
 	case interrupted:
 		c.Verdict = VerdictInterrupted
-		c.VerdictReason = fmt.Sprintf("interrupted after %d passed, %d failed, %d not checked; nothing is certified", n.Passed, n.Failed, n.NotChecked)
+		by := "interrupted"
+		if TimedOut(r) {
+			by = "the run's time limit (--ginkgo.timeout) elapsed"
+		}
+		c.VerdictReason = fmt.Sprintf("%s after %d passed, %d failed, %d not checked, %d not run; nothing is certified", by, n.Passed, n.Failed, n.NotChecked, n.NotRun)
 	case n.Failed > 0:
 		c.Verdict = VerdictRejected
 		c.VerdictReason = fmt.Sprintf("%d failed, %d passed, %d not checked", n.Failed, n.Passed, n.NotChecked)
@@ -615,5 +649,8 @@ func (c *CertifyReport) WriteMatrixText(w io.Writer) {
 	WriteCounts(w, c.Counts.Passed, c.Counts.Failed, c.Counts.NotChecked, reasons)
 	if c.Counts.Interrupted > 0 {
 		fmt.Fprintf(w, "%d interrupted\n", c.Counts.Interrupted)
+	}
+	if c.Counts.NotRun > 0 {
+		fmt.Fprintf(w, "%d not run: the run stopped before they started (neither passes nor failures)\n", c.Counts.NotRun)
 	}
 }

@@ -237,3 +237,27 @@ func TestMatrixTextAligns(t *testing.T) {
 		}
 	}
 }
+
+// The run's time limit is a harness limit: the spec it stopped is
+// interrupted, not failed; the specs it kept from starting are counted as
+// not run; the verdict is INTERRUPTED, never REJECTED.
+func TestCertifyReportTimeLimitIsNotARejection(t *testing.T) {
+	r := types.Report{SuiteSucceeded: false, SpecialSuiteFailureReasons: []string{"Suite Timeout Elapsed"},
+		PreRunStats: types.PreRunStats{SpecsThatWillRun: 5}}
+	stopped := spec("cli.api2", "agent", ClauseAgentDisk, types.SpecStateTimedout, "A suite timeout occurred", nil)
+	ownLimit := spec("cli.api2", "agent", ClauseAgentPing, types.SpecStateTimedout, "A node timeout occurred", nil)
+	r.SpecReports = types.SpecReports{
+		spec("cli.api2", "errors", ClauseDetachTwice, types.SpecStatePassed, "", nil), stopped,
+		spec("cli.api2", "errors", "never started", types.SpecStateSkipped, "", nil),
+	}
+	c := NewCertifyReport(r, ReportRun{})
+	if c.Verdict != VerdictInterrupted || c.Counts.Failed != 0 || c.Counts.Interrupted != 1 || c.Counts.NotRun != 3 ||
+		!strings.Contains(c.VerdictReason, "time limit") || !strings.Contains(c.VerdictReason, "3 not run") {
+		t.Errorf("verdict %s (%s), counts %+v; want interrupted by the time limit, 1 interrupted, 3 not run", c.Verdict, c.VerdictReason, c.Counts)
+	}
+	// A spec's own time limit is not the run's: it fails.
+	r = types.Report{SuiteSucceeded: false, PreRunStats: types.PreRunStats{SpecsThatWillRun: 1}, SpecReports: types.SpecReports{ownLimit}}
+	if c := NewCertifyReport(r, ReportRun{}); c.Verdict != VerdictRejected || c.Counts.NotRun != 0 {
+		t.Errorf("a spec's own time-out: verdict %s, counts %+v; want rejected", c.Verdict, c.Counts)
+	}
+}

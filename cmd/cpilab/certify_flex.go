@@ -38,9 +38,9 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "time-out of each call-out (the driver is killed after it)")
 	fs.StringVar(&f.labelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter (e.g. area:attach)")
 	fs.StringVar(&f.focus, "focus", "", "run only specs whose text matches this regexp")
-	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE`")
-	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE`")
-	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE`")
+	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.BoolVar(&f.lenientExit, "lenient-exit", false, "accept Failure with exit status 0, as kubelet does (default: Failure must exit non-zero, as the FlexVolume doc says)")
 	fs.BoolVar(&f.verbose, "v", false, "verbose Ginkgo output, with every call-out and its output")
 	if err := parseFlags(fs, args); err != nil {
@@ -52,6 +52,10 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if err := f.reports().check(fs); err != nil {
 		return err
+	}
+	reportOut := stdout
+	if f.reports().toStdout() {
+		stdout = stderr // stdout holds the report alone
 	}
 	driver, own, err := findFlexDriver(f.driver)
 	if err != nil {
@@ -93,7 +97,7 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	rep := suites.NewCertifyReport(report, suites.ReportRun{Target: driver, Command: os.Args,
 		Notes: []string{"FlexVolume driver certification, backend " + f.backend}, Started: start, Duration: elapsed,
 		Rerun: rerun})
-	if err := f.reports().write(rep); err != nil {
+	if err := f.reports().write(rep, reportOut); err != nil {
 		return err
 	}
 	switch {

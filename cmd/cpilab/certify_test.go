@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
@@ -407,5 +408,47 @@ func TestRerunCommandReproducesATableStep(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "left in the embedded fakeiaas after the run: nothing") {
 		t.Errorf("the rerun left resources behind:\n%s", stdout)
+	}
+}
+
+// Harness limits are exit status 2, never a clause failure: the run's time
+// limit (--ginkgo.timeout) ends INTERRUPTED with the specs it kept from
+// starting counted as not run, and what the stopped specs made is deleted;
+// a report that cannot be written is exit status 2. A report named "-" is
+// stdout (the text goes to stderr), and a report into a pipe whose reader
+// leaves does not keep the run from ending.
+func TestCertifyHarnessLimitsAndReportsToStdout(t *testing.T) {
+	dir := buildCPIs(t)
+	code, stdout, stderr := certify(t, dir, "--ginkgo.timeout", "1s", "--json-report", "-")
+	js := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(js, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := readReport(t, js)
+	if code != exitUsage || r.Verdict != suites.VerdictInterrupted || r.Counts.Failed != 0 || r.Counts.NotRun == 0 ||
+		!strings.HasPrefix(lastLine(stderr), "INTERRUPTED: the run's time limit") ||
+		!strings.Contains(stderr, "left in the embedded fakeiaas after the run: nothing") {
+		t.Errorf("--ginkgo.timeout 1s: exit %d, verdict %s (%s), counts %+v; want 2, interrupted, no failure, specs not run, nothing left\nstderr:\n%s",
+			code, r.Verdict, r.VerdictReason, r.Counts, tail(stderr, 3000))
+	}
+	code, _, stderr = certify(t, dir, "--label-filter", "row:cli.api2 && area:setup", "--json-report", "/dev/full")
+	if code != exitUsage || !strings.Contains(stderr, "/dev/full") {
+		t.Errorf("a report that cannot be written: exit %d, want 2 naming it\nstderr:\n%s", code, tail(stderr, 2000))
+	}
+	sh := exec.Command("sh", "-c", shellWord(filepath.Join(dir, "cpilab"))+" certify --label-filter 'row:cli.api2' --json-report /dev/stdout | head -c 300")
+	sh.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if code, out, _ := runCmd(t, sh); code != 0 || len(out) != 300 {
+			t.Errorf("certify --json-report /dev/stdout | head -c 300: exit %d, %d bytes", code, len(out))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		_ = sh.Process.Kill()
+		<-done
+		t.Fatal("certify --json-report /dev/stdout | head -c 300 did not end")
 	}
 }
