@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +71,11 @@ type CertifyReport struct {
 	Version int    `json:"version"`
 	// Tool is the cpilab that made the report.
 	Tool ToolInfo `json:"tool"`
-	// Target is the CPI certified (its command line).
+	// Title names the certifier ("cpilab certify", "cpilab certify-flex");
+	// TargetKind what it certified ("CPI", "FlexVolume driver").
+	Title      string `json:"title"`
+	TargetKind string `json:"target_kind"`
+	// Target is what was certified (a CPI's command line, a driver's path).
 	Target string `json:"target"`
 	// Command is the certify command line as the user typed it.
 	Command []string `json:"command"`
@@ -81,6 +86,10 @@ type CertifyReport struct {
 	// line.
 	Verdict       string `json:"verdict"`
 	VerdictReason string `json:"verdict_reason"`
+	// Partial, when set, says why the run did not cover the whole suite:
+	// a filter (--label-filter, --focus, --skip) selected some specs, or
+	// --fail-fast stopped it. Its verdict is then about those specs only.
+	Partial string `json:"partial,omitempty"`
 	// Strict: the run failed, instead of skipping, every spec that could
 	// not check its clause (certify --strict, Config.Strict).
 	Strict bool `json:"strict"`
@@ -226,7 +235,14 @@ type NotCheckedReason struct {
 
 // ReportRun is what a certify run knows beyond Ginkgo's report.
 type ReportRun struct {
-	Tool        ToolInfo
+	Tool ToolInfo
+	// Title and TargetKind name the certifier and what it certifies
+	// (default "cpilab certify" and "CPI"); Areas are its matrix's
+	// columns (default Areas with AreaDocs).
+	Title, TargetKind string
+	Areas             []AreaDoc
+	// FailFast: the run stops at its first failure (--fail-fast).
+	FailFast    bool
 	Target      string
 	Command     []string
 	Notes       []string
@@ -249,8 +265,11 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 	if c.Tool.Name == "" {
 		c.Tool.Name = "cpilab"
 	}
-	for _, a := range Areas {
-		c.Areas = append(c.Areas, AreaDoc{ID: a, Title: AreaDocs[a]})
+	c.Title, c.TargetKind, c.Areas = cmp.Or(run.Title, "cpilab certify"), cmp.Or(run.TargetKind, "CPI"), run.Areas
+	if len(c.Areas) == 0 {
+		for _, a := range Areas {
+			c.Areas = append(c.Areas, AreaDoc{ID: a, Title: AreaDocs[a]})
+		}
 	}
 	interrupted := run.Interrupted || TimedOut(r)
 	started := 0
@@ -273,7 +292,31 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 	c.fillMatrix()
 	c.Counts.NotRun = max(0, r.PreRunStats.SpecsThatWillRun-started)
 	c.decide(r, interrupted)
+	c.Partial = partial(r, run.FailFast, c.Counts.NotRun)
 	return c
+}
+
+// partial says why a run did not cover its whole suite ("" when it did).
+func partial(r types.Report, failFast bool, notRun int) string {
+	var why []string
+	if n, total := r.PreRunStats.SpecsThatWillRun, r.PreRunStats.TotalSpecs; n < total {
+		why = append(why, fmt.Sprintf("a filter selected %d of %d specs", n, total))
+	}
+	if failFast && notRun > 0 {
+		why = append(why, fmt.Sprintf("--fail-fast stopped it with %d specs not run", notRun))
+	}
+	return strings.Join(why, "; ")
+}
+
+// VerdictLine is the verdict as every certifier prints it last: the
+// verdict word, PARTIAL when the run did not cover the whole suite, and
+// why.
+func (c *CertifyReport) VerdictLine() string {
+	line := strings.ToUpper(c.Verdict) + ": " + c.VerdictReason
+	if c.Partial != "" {
+		line += " (PARTIAL: " + c.Partial + ")"
+	}
+	return line
 }
 
 // suiteTimeoutReason is how Ginkgo names a run stopped by its time limit

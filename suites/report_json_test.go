@@ -261,3 +261,53 @@ func TestCertifyReportTimeLimitIsNotARejection(t *testing.T) {
 		t.Errorf("a spec's own time-out: verdict %s, counts %+v; want rejected", c.Verdict, c.Counts)
 	}
 }
+
+// A run that did not cover its whole suite says so, and why, in its
+// verdict line and in every report; a whole run does not.
+func TestCertifyReportMarksPartialRuns(t *testing.T) {
+	r := types.Report{SuiteSucceeded: true, PreRunStats: types.PreRunStats{TotalSpecs: 10, SpecsThatWillRun: 1},
+		SpecReports: types.SpecReports{spec("cli.api2", "errors", ClauseDetachTwice, types.SpecStatePassed, "", nil)}}
+	c := NewCertifyReport(r, ReportRun{Title: "cpilab certify-flex", TargetKind: "FlexVolume driver", Target: "drv",
+		Areas: []AreaDoc{{ID: "errors", Title: "its own legend"}}})
+	if c.Verdict != VerdictAccepted || c.Partial != "a filter selected 1 of 10 specs" || !strings.Contains(c.VerdictLine(), "ACCEPTED: 1 passed, 0 not checked (PARTIAL: a filter selected 1 of 10 specs)") {
+		t.Errorf("filtered run: verdict line %q, partial %q", c.VerdictLine(), c.Partial)
+	}
+	var html, junit, js bytes.Buffer
+	if err := WriteHTML(&html, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteJUnit(&junit); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{
+		"html":  {"<title>cpilab certify-flex: drv</title>", "FlexVolume driver: <code>drv</code>", "(PARTIAL)", "a filter selected 1 of 10 specs", "its own legend"},
+		"junit": {`name="cpilab certify-flex: drv"`, `name="partial" value="a filter selected 1 of 10 specs"`},
+		"json":  {`"partial": "a filter selected 1 of 10 specs"`, `"target_kind": "FlexVolume driver"`},
+	} {
+		got := map[string]string{"html": html.String(), "junit": junit.String(), "json": js.String()}[name]
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s report lacks %q", name, w)
+			}
+		}
+	}
+	if err := ValidateJSONSchema(readSchema(t), js.Bytes()); err != nil {
+		t.Errorf("partial report against the schema: %v", err)
+	}
+	if strings.Contains(html.String(), "reference-table rows") {
+		t.Error("the FlexVolume report explains the CPI's rows")
+	}
+	// --fail-fast that kept specs from running is partial; a whole run is not.
+	r.PreRunStats.SpecsThatWillRun, r.PreRunStats.TotalSpecs = 3, 3
+	if c := NewCertifyReport(r, ReportRun{FailFast: true}); !strings.Contains(c.Partial, "--fail-fast stopped it with 2 specs not run") {
+		t.Errorf("fail-fast: partial %q", c.Partial)
+	}
+	r.PreRunStats.SpecsThatWillRun = 1
+	r.PreRunStats.TotalSpecs = 1
+	if c := NewCertifyReport(r, ReportRun{FailFast: true}); c.Partial != "" || strings.Contains(c.VerdictLine(), "PARTIAL") {
+		t.Errorf("a whole run: partial %q, line %q", c.Partial, c.VerdictLine())
+	}
+}

@@ -256,9 +256,10 @@ func (c *certifyRun) certify(ctx context.Context) error {
 		return err
 	}
 	interrupted := ctx.Err() != nil && !report.SuiteSucceeded
-	if (interrupted || suites.TimedOut(report)) && tb != nil {
-		// An interrupt or the run's time limit stops specs (and Ginkgo's
-		// clean-up nodes) short: delete what they left.
+	if (interrupted || suites.TimedOut(report) || f.failFast && !report.SuiteSucceeded) && tb != nil {
+		// An interrupt, the run's time limit or --fail-fast stops specs
+		// (and the clean-up of the containers they were in) short: delete
+		// what they left.
 		c.sweep(cfg)
 	}
 	if inSuitesWorker() {
@@ -283,7 +284,7 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	rep := suites.NewCertifyReport(report, suites.ReportRun{
 		Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit}, Target: c.target,
 		Command: append([]string{invokedAs()}, os.Args[1:]...), Notes: c.notes, Started: c.started, Duration: elapsed,
-		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, LeftInCloud: left,
+		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, LeftInCloud: left, FailFast: f.failFast,
 	})
 	c.writeText(rep, tb != nil)
 	if err := c.f.reports().write(rep, c.stdout); err != nil {
@@ -324,7 +325,7 @@ func (c *certifyRun) sweep(cfg suites.Config) {
 			names = append(names, string(g.kind)+" "+cid)
 		}
 	}
-	note := "stopped short: deleted through the CPI what the specs stopped by the interrupt or time limit left: " + strings.Join(names, ", ")
+	note := "stopped short: deleted through the CPI what the run left when an interrupt, its time limit or --fail-fast stopped it: " + strings.Join(names, ", ")
 	if err := tr.Cleanup(ctx); err != nil {
 		note += fmt.Sprintf(" (not all: %v)", err)
 	}
@@ -353,12 +354,19 @@ func (c *certifyRun) writeText(rep *suites.CertifyReport, embedded bool) {
 		rep.WriteWarningsText(u.out)
 	}
 	rep.WriteFailuresText(u.out)
-	verdict := strings.ToUpper(rep.Verdict)
+	u.writeVerdict(rep)
+}
+
+// writeVerdict prints a certifier's last line: the verdict word (coloured
+// on a terminal), why, PARTIAL when the run did not cover its whole suite,
+// and how long it took. `tail -1` is this line.
+func (u ui) writeVerdict(rep *suites.CertifyReport) {
 	color := "red"
 	if rep.Verdict == suites.VerdictAccepted {
 		color = "green"
 	}
-	fmt.Fprintf(u.out, "%s: %s (%s)\n", u.paint(verdict, color), rep.VerdictReason, time.Duration(rep.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+	word, rest, _ := strings.Cut(rep.VerdictLine(), ":")
+	fmt.Fprintf(u.out, "%s:%s (%s)\n", u.paint(word, color), rest, time.Duration(rep.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 }
 
 // writeFile writes a report to path. It opens path write-only: opened
