@@ -209,12 +209,18 @@ func (c RunConfig) Args() []string {
 //
 //	cpilab simulate --seed 42 --steps 200 --profile upstream --faults cpi-error=0.05
 func (c RunConfig) Command() string {
-	return shellCommand(append([]string{"cpilab"}, c.Args()...))
+	return shellCommand(append([]string{Program}, c.Args()...))
 }
+
+// Program starts cpilab in the commands the simulator prints (Command,
+// ReplayCommand). cpilab sets it to the running binary as the user can
+// run it again, so that every printed command works as printed; it is
+// "cpilab" for other callers.
+var Program = "cpilab"
 
 // ReplayCommand is the shell command that replays a scenario or minimized
 // trace file: cpilab replay FILE.
-func ReplayCommand(file string) string { return shellCommand([]string{"cpilab", "replay", file}) }
+func ReplayCommand(file string) string { return shellCommand([]string{Program, "replay", file}) }
 
 func shellCommand(args []string) string {
 	q := make([]string, len(args))

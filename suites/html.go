@@ -39,7 +39,7 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"seconds":  func(s float64) string { return fmt.Sprintf("%.2f s", s) },
 	"clauseOf": ClauseText,
 }).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>cpilab certify: {{.Target}}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}: {{.Target}}</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:center}
@@ -54,17 +54,18 @@ section.cell{border-top:1px solid #ddd;margin-top:1em}
 li.spec{margin:.3em 0}
 .state{display:inline-block;min-width:6em;font-family:monospace}
 </style></head><body>
-<h1>cpilab certify</h1>
-<p>CPI: <code>{{.Target}}</code> · {{.Started.Format "2006-01-02 15:04:05 MST"}} · {{seconds .DurationSeconds}} · {{.Tool.Name}} {{.Tool.Version}} ({{.Tool.Commit}})</p>
-<h2 id="verdict" class="verdict-{{.Verdict}}">{{upper .Verdict}}: {{.VerdictReason}}</h2>
-<p>{{.Counts.Passed}} passed, {{.Counts.Failed}} failed, {{.Counts.NotChecked}} not checked{{if .Counts.Warnings}}, {{.Counts.Warnings}} warnings{{end}}{{if .Strict}} (strict: not checked counts as failed){{end}}.</p>
+<h1>{{.Title}}</h1>
+<p>{{.TargetKind}}: <code>{{.Target}}</code> · {{.Started.Format "2006-01-02 15:04:05 MST"}} · {{seconds .DurationSeconds}} · {{.Tool.Name}} {{.Tool.Version}} ({{.Tool.Commit}})</p>
+<h2 id="verdict" class="verdict-{{.Verdict}}">{{upper .Verdict}}: {{.VerdictReason}}{{if .Partial}} (PARTIAL){{end}}</h2>
+{{if .Partial}}<p id="partial"><strong>PARTIAL</strong>: {{.Partial}}; the verdict is about the specs that ran.</p>{{end}}
+<p>{{.Counts.Passed}} passed, {{.Counts.Failed}} failed, {{.Counts.NotChecked}} not checked{{if .Counts.NotRun}}, {{.Counts.NotRun}} not run{{end}}{{if .Counts.Warnings}}, {{.Counts.Warnings}} warnings{{end}}{{if .Strict}} (strict: not checked counts as failed){{end}}.</p>
 {{range .Notes}}<p><em>{{.}}</em></p>{{end}}
 {{if .LeftInCloud}}<p class="fail">Left in the embedded cloud after the run: {{range .LeftInCloud}}<code>{{.}}</code> {{end}}</p>{{end}}
 <h2>Matrix</h2>
 <table id="matrix"><tr><th class="row">row</th>{{range used .}}<th title="{{.Title}}">{{.ID}}</th>{{end}}</tr>
 {{$c := .}}{{range .Matrix}}{{$r := .}}<tr><td class="row">{{.Row}}</td>{{range used $c}}{{$m := cell $r .ID}}<td class="{{class $m}}">{{if $m.Specs}}<a href="#{{anchor $r.Row $m.Area}}">{{mark $m}}</a>{{end}}</td>{{end}}</tr>
 {{end}}</table>
-<p>Rows: contract contexts <code>&lt;caller profile&gt;.api&lt;version&gt;</code>; reference-table rows <code>d&lt;Director&gt;.c&lt;CPI&gt;.s&lt;stemcell&gt;</code>.
+<p>{{if eq .TargetKind "CPI"}}Rows: contract contexts <code>&lt;caller profile&gt;.api&lt;version&gt;</code>; reference-table rows <code>d&lt;Director&gt;.c&lt;CPI&gt;.s&lt;stemcell&gt;</code>.{{end}}
 Cells: ✔ passed · ✘ failed/total · – not checked (never a pass) · ! interrupted. Each cell links to its specs.</p>
 <h2>Areas</h2>
 <dl class="legend" id="legend">{{range .Areas}}<dt>{{.ID}}</dt><dd>{{.Title}}</dd>{{end}}</dl>

@@ -30,11 +30,24 @@ func (st *state) beforeSpec(ctx SpecContext) {
 		if st.setupState == setupNotRun {
 			st.ensureSetup(ctx)
 		}
+		if st.setupState == setupFailed && st.madeNothing() {
+			// Clean-up of nothing is no pass: a CPI that always fails
+			// would earn one per context.
+			notChecked("the setup of this context failed (see its " + ClauseSetup + " spec) before it created anything to clean up")
+		}
 	default:
 		st.ensureSetup(ctx)
 	}
 	st.skipIfSkipped()
 	requireLabelledCaps(st.cfg)
+}
+
+// madeNothing reports whether the container holds nothing to clean up:
+// nothing shared, nothing a spec could not delete.
+func (st *state) madeNothing() bool {
+	st.leftMu.Lock()
+	defer st.leftMu.Unlock()
+	return len(st.leftover) == 0 && (st.shared == nil || len(st.shared.Resources()) == 0)
 }
 
 // afterContainer tears down and checks for leaks when the teardown and

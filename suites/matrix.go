@@ -97,7 +97,7 @@ func matrixRow(cfg *Config, r Row) {
 	if r.Refused {
 		api = "api:refused"
 	}
-	lbl := Label("row:"+r.Name, "profile:"+r.Profile.Name, api,
+	lbl := Label("row:"+r.Name, "profile:"+r.Profile.Name, api, LabelSteps,
 		fmt.Sprintf("cpi:%d", r.CPI), fmt.Sprintf("stemcell:%d", r.Stemcell))
 	title := fmt.Sprintf("%s: %s, CPI %d, stemcell %d", r.Name, r.Profile.Name, r.CPI, r.Stemcell)
 	if r.Resolver != "" {

@@ -231,8 +231,7 @@ func Failures(r types.Report, rerun func(focus string) string) []Failure {
 		if f.Violation.Clause == "" {
 			f.Violation = Violation{Clause: "(harness) " + firstLine(sr.Failure.Message), Did: sr.Failure.Message, ExitCode: -1}
 		}
-		// Ginkgo matches focus against "<suite description> <spec text>".
-		f.Focus = regexp.QuoteMeta(" "+sr.FullText()) + "$"
+		f.Focus = SpecFocus(r, sr)
 		if rerun != nil {
 			f.Rerun = rerun(f.Focus)
 		}
@@ -272,6 +271,38 @@ func (f Failure) WriteText(w io.Writer) {
 	if f.Rerun != "" {
 		fmt.Fprintf(w, "  rerun only this spec: %s\n", f.Rerun)
 	}
+}
+
+// LabelSteps marks an Ordered container whose specs are steps: each needs
+// what the specs before it made (a reference-table row, whose step 4
+// attaches a disk to the VM of step 1).
+const LabelSteps = "steps"
+
+// SpecFocus is the --focus regexp that reruns spec sr of report r: the
+// spec alone, or, in a container of steps (LabelSteps), the spec with
+// every spec of its container that ran before it, so that the rerun
+// builds what the spec needs and fails the same way. Ginkgo matches focus
+// against "<suite description> <container texts> <spec text>".
+func SpecFocus(r types.Report, sr types.SpecReport) string {
+	if !slices.Contains(sr.Labels(), LabelSteps) || len(sr.ContainerHierarchyTexts) == 0 {
+		return regexp.QuoteMeta(" "+sr.FullText()) + "$"
+	}
+	var steps []string
+	for _, o := range r.SpecReports {
+		if o.LeafNodeType != types.NodeTypeIt || !Ran(o) || !slices.Equal(o.ContainerHierarchyTexts, sr.ContainerHierarchyTexts) {
+			continue
+		}
+		if o.LeafNodeLocation == sr.LeafNodeLocation && o.LeafNodeText == sr.LeafNodeText {
+			break
+		}
+		steps = append(steps, regexp.QuoteMeta(o.LeafNodeText))
+	}
+	steps = append(steps, regexp.QuoteMeta(sr.LeafNodeText))
+	prefix := regexp.QuoteMeta(" " + strings.Join(sr.ContainerHierarchyTexts, " ") + " ")
+	if len(steps) == 1 {
+		return prefix + steps[0] + "$"
+	}
+	return prefix + "(?:" + strings.Join(steps, "|") + ")$"
 }
 
 func firstLine(s string) string {

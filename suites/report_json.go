@@ -1,13 +1,13 @@
 package suites
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -73,7 +73,11 @@ type CertifyReport struct {
 	Version int    `json:"version"`
 	// Tool is the cpilab that made the report.
 	Tool ToolInfo `json:"tool"`
-	// Target is the CPI certified (its command line).
+	// Title names the certifier ("cpilab certify", "cpilab certify-flex");
+	// TargetKind what it certified ("CPI", "FlexVolume driver").
+	Title      string `json:"title"`
+	TargetKind string `json:"target_kind"`
+	// Target is what was certified (a CPI's command line, a driver's path).
 	Target string `json:"target"`
 	// Command is the certify command line as the user typed it.
 	Command []string `json:"command"`
@@ -84,6 +88,10 @@ type CertifyReport struct {
 	// line.
 	Verdict       string `json:"verdict"`
 	VerdictReason string `json:"verdict_reason"`
+	// Partial, when set, says why the run did not cover the whole suite:
+	// a filter (--label-filter, --focus, --skip) selected some specs, or
+	// --fail-fast stopped it. Its verdict is then about those specs only.
+	Partial string `json:"partial,omitempty"`
 	// Strict: the run failed, instead of skipping, every spec that could
 	// not check its clause (certify --strict, Config.Strict).
 	Strict bool `json:"strict"`
@@ -121,6 +129,10 @@ type Counts struct {
 	NotChecked  int `json:"not_checked"`
 	Interrupted int `json:"interrupted"`
 	Warnings    int `json:"warnings"`
+	// NotRun are the specs the run selected that never started: an
+	// interrupt, the run's time limit or --fail-fast stopped it first.
+	// They are neither passes nor failures.
+	NotRun int `json:"not_run"`
 }
 
 // AreaDoc is one matrix column and what it checks.
@@ -225,7 +237,14 @@ type NotCheckedReason struct {
 
 // ReportRun is what a certify run knows beyond Ginkgo's report.
 type ReportRun struct {
-	Tool        ToolInfo
+	Tool ToolInfo
+	// Title and TargetKind name the certifier and what it certifies
+	// (default "cpilab certify" and "CPI"); Areas are its matrix's
+	// columns (default Areas with AreaDocs).
+	Title, TargetKind string
+	Areas             []AreaDoc
+	// FailFast: the run stops at its first failure (--fail-fast).
+	FailFast    bool
 	Target      string
 	Command     []string
 	Notes       []string
@@ -248,26 +267,77 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 	if c.Tool.Name == "" {
 		c.Tool.Name = "cpilab"
 	}
-	for _, a := range Areas {
-		c.Areas = append(c.Areas, AreaDoc{ID: a, Title: AreaDocs[a]})
+	c.Title, c.TargetKind, c.Areas = cmp.Or(run.Title, "cpilab certify"), cmp.Or(run.TargetKind, "CPI"), run.Areas
+	if len(c.Areas) == 0 {
+		for _, a := range Areas {
+			c.Areas = append(c.Areas, AreaDoc{ID: a, Title: AreaDocs[a]})
+		}
 	}
-	interrupted := run.Interrupted
+	interrupted := run.Interrupted || TimedOut(r)
+	started := 0
 	for _, sr := range r.SpecReports {
 		if !Ran(sr) {
-			continue // left out by a label filter or focus
+			continue // left out by a label filter or focus, or never started
+		}
+		if sr.LeafNodeType == types.NodeTypeIt {
+			started++
 		}
 		if sr.LeafNodeType != types.NodeTypeIt && !sr.Failed() {
 			continue // Ginkgo's bookkeeping: suite set-up and reporters
 		}
-		s := specResult(sr, run.Rerun)
+		s := specResult(r, sr, run.Rerun)
 		if s.State == StateInterrupted {
 			interrupted = true
 		}
 		c.Specs = append(c.Specs, s)
 	}
 	c.fillMatrix()
+	c.Counts.NotRun = max(0, r.PreRunStats.SpecsThatWillRun-started)
 	c.decide(r, interrupted)
+	c.Partial = partial(r, run.FailFast, c.Counts.NotRun)
 	return c
+}
+
+// partial says why a run did not cover its whole suite ("" when it did).
+func partial(r types.Report, failFast bool, notRun int) string {
+	var why []string
+	if n, total := r.PreRunStats.SpecsThatWillRun, r.PreRunStats.TotalSpecs; n < total {
+		why = append(why, fmt.Sprintf("a filter selected %d of %d specs", n, total))
+	}
+	if failFast && notRun > 0 {
+		why = append(why, fmt.Sprintf("--fail-fast stopped it with %d specs not run", notRun))
+	}
+	return strings.Join(why, "; ")
+}
+
+// VerdictLine is the verdict as every certifier prints it last: the
+// verdict word, PARTIAL when the run did not cover the whole suite, and
+// why.
+func (c *CertifyReport) VerdictLine() string {
+	line := strings.ToUpper(c.Verdict) + ": " + c.VerdictReason
+	if c.Partial != "" {
+		line += " (PARTIAL: " + c.Partial + ")"
+	}
+	return line
+}
+
+// suiteTimeoutReason is how Ginkgo names a run stopped by its time limit
+// (--ginkgo.timeout) in SpecialSuiteFailureReasons.
+const suiteTimeoutReason = "Suite Timeout Elapsed"
+
+// TimedOut reports whether the run's time limit (--ginkgo.timeout) stopped
+// it: a harness limit, never something the CPI did.
+func TimedOut(r types.Report) bool {
+	if slices.Contains(r.SpecialSuiteFailureReasons, suiteTimeoutReason) {
+		return true
+	}
+	return slices.ContainsFunc(r.SpecReports, suiteTimedOut)
+}
+
+// suiteTimedOut reports whether the run's time limit stopped sr (Ginkgo's
+// "A suite timeout occurred"), as opposed to a spec's own time limit.
+func suiteTimedOut(sr types.SpecReport) bool {
+	return sr.State == types.SpecStateTimedout && strings.HasPrefix(sr.Failure.Message, "A suite timeout occurred")
 }
 
 func nonNil(s []string) []string {
@@ -278,7 +348,7 @@ func nonNil(s []string) []string {
 }
 
 // specResult turns one Ginkgo spec report into a SpecResult.
-func specResult(sr types.SpecReport, rerun func(string) string) SpecResult {
+func specResult(r types.Report, sr types.SpecReport, rerun func(string) string) SpecResult {
 	s := SpecResult{Name: sr.FullText(), Suite: labelValue(sr, "suite"), Row: labelValue(sr, "row"),
 		Area: labelValue(sr, "area"), Labels: nonNil(sr.Labels()), DurationSeconds: sr.RunTime.Seconds(),
 		Methods: []string{}, Calls: []ReportCall{}, Violations: []Violation{}, Warnings: []Warning{}}
@@ -342,14 +412,15 @@ func specResult(sr types.SpecReport, rerun func(string) string) SpecResult {
 		s.State, s.Reason = StateNotChecked, sr.Failure.Message
 	case sr.State.Is(types.SpecStateInterrupted):
 		s.State, s.Reason = StateInterrupted, "interrupted (Ctrl-C or SIGTERM) before the spec ended"
+	case suiteTimedOut(sr):
+		s.State, s.Reason = StateInterrupted, "the run's time limit (--ginkgo.timeout) ended it before the spec ended"
 	default:
 		s.State, s.Reason = StateFailed, sr.Failure.Message
 		if len(s.Violations) == 0 {
 			s.Violations = append(s.Violations, Violation{Clause: HarnessClause, Did: sr.Failure.Message, ExitCode: -1})
 		}
 	}
-	// Ginkgo matches focus against "<suite description> <spec text>".
-	s.Focus = regexp.QuoteMeta(" "+sr.FullText()) + "$"
+	s.Focus = SpecFocus(r, sr)
 	if rerun != nil && (s.State == StateFailed || s.State == StateInterrupted) {
 		s.Rerun = rerun(s.Focus)
 	}
@@ -455,7 +526,11 @@ func (c *CertifyReport) decide(r types.Report, interrupted bool) {
 	switch {
 	case interrupted:
 		c.Verdict = VerdictInterrupted
-		c.VerdictReason = fmt.Sprintf("interrupted after %d passed, %d failed, %d not checked; nothing is certified", n.Passed, n.Failed, n.NotChecked)
+		by := "interrupted"
+		if TimedOut(r) {
+			by = "the run's time limit (--ginkgo.timeout) elapsed"
+		}
+		c.VerdictReason = fmt.Sprintf("%s after %d passed, %d failed, %d not checked, %d not run; nothing is certified", by, n.Passed, n.Failed, n.NotChecked, n.NotRun)
 	case n.Failed > 0:
 		c.Verdict = VerdictRejected
 		c.VerdictReason = fmt.Sprintf("%d failed, %d passed, %d not checked", n.Failed, n.Passed, n.NotChecked)
@@ -626,5 +701,8 @@ func (c *CertifyReport) WriteMatrixText(w io.Writer) {
 	WriteCounts(w, c.Counts.Passed, c.Counts.Failed, c.Counts.NotChecked, reasons)
 	if c.Counts.Interrupted > 0 {
 		fmt.Fprintf(w, "%d interrupted\n", c.Counts.Interrupted)
+	}
+	if c.Counts.NotRun > 0 {
+		fmt.Fprintf(w, "%d not run: the run stopped before they started (neither passes nor failures)\n", c.Counts.NotRun)
 	}
 }

@@ -237,3 +237,77 @@ func TestMatrixTextAligns(t *testing.T) {
 		}
 	}
 }
+
+// The run's time limit is a harness limit: the spec it stopped is
+// interrupted, not failed; the specs it kept from starting are counted as
+// not run; the verdict is INTERRUPTED, never REJECTED.
+func TestCertifyReportTimeLimitIsNotARejection(t *testing.T) {
+	r := types.Report{SuiteSucceeded: false, SpecialSuiteFailureReasons: []string{"Suite Timeout Elapsed"},
+		PreRunStats: types.PreRunStats{SpecsThatWillRun: 5}}
+	stopped := spec("cli.api2", "agent", ClauseAgentDisk, types.SpecStateTimedout, "A suite timeout occurred", nil)
+	ownLimit := spec("cli.api2", "agent", ClauseAgentPing, types.SpecStateTimedout, "A node timeout occurred", nil)
+	r.SpecReports = types.SpecReports{
+		spec("cli.api2", "errors", ClauseDetachTwice, types.SpecStatePassed, "", nil), stopped,
+		spec("cli.api2", "errors", "never started", types.SpecStateSkipped, "", nil),
+	}
+	c := NewCertifyReport(r, ReportRun{})
+	if c.Verdict != VerdictInterrupted || c.Counts.Failed != 0 || c.Counts.Interrupted != 1 || c.Counts.NotRun != 3 ||
+		!strings.Contains(c.VerdictReason, "time limit") || !strings.Contains(c.VerdictReason, "3 not run") {
+		t.Errorf("verdict %s (%s), counts %+v; want interrupted by the time limit, 1 interrupted, 3 not run", c.Verdict, c.VerdictReason, c.Counts)
+	}
+	// A spec's own time limit is not the run's: it fails.
+	r = types.Report{SuiteSucceeded: false, PreRunStats: types.PreRunStats{SpecsThatWillRun: 1}, SpecReports: types.SpecReports{ownLimit}}
+	if c := NewCertifyReport(r, ReportRun{}); c.Verdict != VerdictRejected || c.Counts.NotRun != 0 {
+		t.Errorf("a spec's own time-out: verdict %s, counts %+v; want rejected", c.Verdict, c.Counts)
+	}
+}
+
+// A run that did not cover its whole suite says so, and why, in its
+// verdict line and in every report; a whole run does not.
+func TestCertifyReportMarksPartialRuns(t *testing.T) {
+	r := types.Report{SuiteSucceeded: true, PreRunStats: types.PreRunStats{TotalSpecs: 10, SpecsThatWillRun: 1},
+		SpecReports: types.SpecReports{spec("cli.api2", "errors", ClauseDetachTwice, types.SpecStatePassed, "", nil)}}
+	c := NewCertifyReport(r, ReportRun{Title: "cpilab certify-flex", TargetKind: "FlexVolume driver", Target: "drv",
+		Areas: []AreaDoc{{ID: "errors", Title: "its own legend"}}})
+	if c.Verdict != VerdictAccepted || c.Partial != "a filter selected 1 of 10 specs" || !strings.Contains(c.VerdictLine(), "ACCEPTED: 1 passed, 0 not checked (PARTIAL: a filter selected 1 of 10 specs)") {
+		t.Errorf("filtered run: verdict line %q, partial %q", c.VerdictLine(), c.Partial)
+	}
+	var html, junit, js bytes.Buffer
+	if err := WriteHTML(&html, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteJUnit(&junit); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{
+		"html":  {"<title>cpilab certify-flex: drv</title>", "FlexVolume driver: <code>drv</code>", "(PARTIAL)", "a filter selected 1 of 10 specs", "its own legend"},
+		"junit": {`name="cpilab certify-flex: drv"`, `name="partial" value="a filter selected 1 of 10 specs"`},
+		"json":  {`"partial": "a filter selected 1 of 10 specs"`, `"target_kind": "FlexVolume driver"`},
+	} {
+		got := map[string]string{"html": html.String(), "junit": junit.String(), "json": js.String()}[name]
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s report lacks %q", name, w)
+			}
+		}
+	}
+	if err := ValidateJSONSchema(readSchema(t), js.Bytes()); err != nil {
+		t.Errorf("partial report against the schema: %v", err)
+	}
+	if strings.Contains(html.String(), "reference-table rows") {
+		t.Error("the FlexVolume report explains the CPI's rows")
+	}
+	// --fail-fast that kept specs from running is partial; a whole run is not.
+	r.PreRunStats.SpecsThatWillRun, r.PreRunStats.TotalSpecs = 3, 3
+	if c := NewCertifyReport(r, ReportRun{FailFast: true}); !strings.Contains(c.Partial, "--fail-fast stopped it with 2 specs not run") {
+		t.Errorf("fail-fast: partial %q", c.Partial)
+	}
+	r.PreRunStats.SpecsThatWillRun = 1
+	r.PreRunStats.TotalSpecs = 1
+	if c := NewCertifyReport(r, ReportRun{FailFast: true}); c.Partial != "" || strings.Contains(c.VerdictLine(), "PARTIAL") {
+		t.Errorf("a whole run: partial %q, line %q", c.Partial, c.VerdictLine())
+	}
+}

@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -70,7 +71,7 @@ type JUnitSkipped struct {
 
 // JUnit builds the JUnit form of the report.
 func (c *CertifyReport) JUnit() JUnit {
-	j := JUnit{Name: "cpilab certify: " + c.Target, Time: c.DurationSeconds}
+	j := JUnit{Name: cmp.Or(c.Title, "cpilab certify") + ": " + c.Target, Time: c.DurationSeconds}
 	if !c.Started.IsZero() {
 		j.Timestamp = c.Started.UTC().Format("2006-01-02T15:04:05")
 	}
@@ -88,6 +89,9 @@ func (c *CertifyReport) JUnit() JUnit {
 			ts.Properties = []JUnitProperty{{Name: "suite", Value: s.Suite}, {Name: "verdict", Value: c.Verdict}}
 			if s.Row != "" {
 				ts.Properties = append(ts.Properties, JUnitProperty{Name: "row", Value: s.Row})
+			}
+			if c.Partial != "" {
+				ts.Properties = append(ts.Properties, JUnitProperty{Name: "partial", Value: c.Partial})
 			}
 			j.TestSuites = append(j.TestSuites, ts)
 		}

@@ -3,6 +3,7 @@ package suites
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,48 @@ func TestWriteHTML(t *testing.T) {
 		if !strings.Contains(h, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
+	}
+}
+
+// A spec of a container of steps reruns with the steps before it that ran
+// (and only those): its rerun builds what it needs. Any other spec reruns
+// alone.
+func TestSpecFocusRunsTheStepsBeforeIt(t *testing.T) {
+	step := func(row, text string, state types.SpecState) types.SpecReport {
+		sr := spec(row, "vm", text, state, "", nil)
+		sr.ContainerHierarchyTexts[0] = "Reference table"
+		sr.ContainerHierarchyLabels[1] = append(sr.ContainerHierarchyLabels[1], LabelSteps)
+		return sr
+	}
+	r := types.Report{SpecReports: types.SpecReports{
+		step("r1", "setup (x)", types.SpecStatePassed),
+		step("r2", "step 1 of r2", types.SpecStatePassed),
+		step("r1", "step 1", types.SpecStatePassed),
+		step("r1", "step 2 (filtered out)", types.SpecStateSkipped),
+		step("r1", "step 3", types.SpecStateFailed),
+		step("r1", "step 4", types.SpecStateFailed),
+		spec("cli.api2", "errors", "alone", types.SpecStateFailed, "x", nil),
+	}}
+	focus := SpecFocus(r, r.SpecReports[4])
+	re := regexp.MustCompile(focus)
+	for _, sr := range r.SpecReports {
+		text := "suite " + sr.FullText()
+		want := sr.ContainerHierarchyTexts[1] == "r1" && sr.LeafNodeText != "step 4" && sr.LeafNodeText != "step 2 (filtered out)"
+		if re.MatchString(text) != want {
+			t.Errorf("focus %q matches %q: %v, want %v", focus, text, !want, want)
+		}
+	}
+	if got, want := SpecFocus(r, r.SpecReports[6]), regexp.QuoteMeta(" CPI contract cli.api2 alone")+"$"; got != want {
+		t.Errorf("a spec outside a container of steps: focus %q, want %q", got, want)
+	}
+	// The rerun of a step is the same rerun again: its focus is stable.
+	var again types.Report
+	for _, sr := range r.SpecReports {
+		if re.MatchString("suite " + sr.FullText()) {
+			again.SpecReports = append(again.SpecReports, sr)
+		}
+	}
+	if got := SpecFocus(again, again.SpecReports[len(again.SpecReports)-1]); got != focus {
+		t.Errorf("the rerun's focus %q differs from the run's %q", got, focus)
 	}
 }

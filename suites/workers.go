@@ -316,7 +316,9 @@ func mergeReports(into, r types.Report) types.Report {
 	}
 	into.SuiteSucceeded = into.SuiteSucceeded && r.SuiteSucceeded
 	into.SpecialSuiteFailureReasons = append(into.SpecialSuiteFailureReasons, r.SpecialSuiteFailureReasons...)
-	into.PreRunStats.TotalSpecs += r.PreRunStats.TotalSpecs
+	// Every worker registers the whole tree and runs its share through a
+	// label filter: the tree's size is each one's, not their sum.
+	into.PreRunStats.TotalSpecs = max(into.PreRunStats.TotalSpecs, r.PreRunStats.TotalSpecs)
 	into.PreRunStats.SpecsThatWillRun += r.PreRunStats.SpecsThatWillRun
 	into.SpecReports = append(into.SpecReports, r.SpecReports...)
 	return into

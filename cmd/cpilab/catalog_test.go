@@ -180,7 +180,9 @@ func rejects(t *testing.T, dir, link string, bug buggycpi.Bug, extra ...string) 
 func judgeRejection(rep *suites.CertifyReport, bug buggycpi.Bug) string {
 	own := append([]string{bug.Clause}, bug.AlsoClauses...)
 	may := bug.MayBreak()
-	in := func(set []string, c string) bool { return slices.Contains(set, c) || slices.Contains(set, suites.ClauseOf(c)) }
+	in := func(set []string, c string) bool {
+		return slices.Contains(set, c) || slices.Contains(set, suites.ClauseOf(c))
+	}
 	caught := false
 	var extras []string
 	for _, c := range rep.FailedClauses() {

@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cpilab/cpilab/cpiv2"
@@ -53,9 +55,9 @@ func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.failFast, "fail-fast", false, "stop at the first failed spec (what it created is still cleaned up)")
 	fs.BoolVar(&f.list, "list", false, "list the specs (id, clause, labels) that would run, without running anything")
 	fs.BoolVar(&f.strict, "strict", false, "fail, instead of not checking, every spec that cannot check its clause here (no oracle, no agent, a row the CPI cannot be switched into); what does not apply at all stays not checked")
-	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit XML report (one testsuite per suite and row) to `FILE`")
-	fs.StringVar(&f.jsonReport, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE`")
-	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, matrix linked to its specs, legend) to `FILE`")
+	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit XML report (one testsuite per suite and row) to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.jsonReport, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, matrix linked to its specs, legend) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "bound on one CPI call; a CPI still running is killed with its whole process group and the call fails")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", 30*time.Second, "bound on waiting for an agent to answer ping")
 	fs.BoolVar(&f.expectSwitch, "expect-version-switch", false, "the CPI claims to honour debug.cpi.api_version: fail (instead of not checking) the rows it cannot be switched into (always on for the default reference CPI)")
@@ -76,6 +78,9 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	u := newUI(fs, stdout, stderr)
+	if f.reports().toStdout() {
+		u = newUI(fs, stderr, stderr) // stdout holds the report alone
+	}
 	if err := f.check(fs); err != nil {
 		return err
 	}
@@ -85,7 +90,7 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if f.list {
 		return listSpecs(u, f)
 	}
-	run := certifyRun{f: f, u: u, started: time.Now()}
+	run := certifyRun{f: f, u: u, stdout: stdout, started: time.Now()}
 	return run.certify(ctx)
 }
 
@@ -176,6 +181,7 @@ func checkCPI(path string) error {
 type certifyRun struct {
 	f       certifyFlags
 	u       ui
+	stdout  io.Writer // where a report named "-" goes
 	started time.Time
 	notes   []string
 	target  string
@@ -253,7 +259,10 @@ func (c *certifyRun) certify(ctx context.Context) error {
 		return err
 	}
 	interrupted := ctx.Err() != nil && !report.SuiteSucceeded
-	if interrupted && tb != nil {
+	if (interrupted || suites.TimedOut(report) || f.failFast && !report.SuiteSucceeded) && tb != nil {
+		// An interrupt, the run's time limit or --fail-fast stops specs
+		// (and the clean-up of the containers they were in) short: delete
+		// what they left.
 		c.sweep(cfg)
 	}
 	if inSuitesWorker() {
@@ -278,10 +287,10 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	rep := suites.NewCertifyReport(report, suites.ReportRun{
 		Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit}, Target: c.target,
 		Command: append([]string{invokedAs()}, os.Args[1:]...), Notes: c.notes, Started: c.started, Duration: elapsed,
-		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, LeftInCloud: left,
+		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, LeftInCloud: left, FailFast: f.failFast,
 	})
 	c.writeText(rep, tb != nil)
-	if err := c.f.reports().write(rep); err != nil {
+	if err := c.f.reports().write(rep, c.stdout); err != nil {
 		return err
 	}
 	switch rep.Verdict {
@@ -319,7 +328,7 @@ func (c *certifyRun) sweep(cfg suites.Config) {
 			names = append(names, string(g.kind)+" "+cid)
 		}
 	}
-	note := "interrupted: deleted through the CPI what calls in flight at the interrupt created after their spec's clean-up: " + strings.Join(names, ", ")
+	note := "stopped short: deleted through the CPI what the run left when an interrupt, its time limit or --fail-fast stopped it: " + strings.Join(names, ", ")
 	if err := tr.Cleanup(ctx); err != nil {
 		note += fmt.Sprintf(" (not all: %v)", err)
 	}
@@ -348,24 +357,55 @@ func (c *certifyRun) writeText(rep *suites.CertifyReport, embedded bool) {
 		rep.WriteWarningsText(u.out)
 	}
 	rep.WriteFailuresText(u.out)
-	verdict := strings.ToUpper(rep.Verdict)
+	u.writeVerdict(rep)
+}
+
+// writeVerdict prints a certifier's last line: the verdict word (coloured
+// on a terminal), why, PARTIAL when the run did not cover its whole suite,
+// and how long it took. `tail -1` is this line.
+func (u ui) writeVerdict(rep *suites.CertifyReport) {
 	color := "red"
 	if rep.Verdict == suites.VerdictAccepted {
 		color = "green"
 	}
-	fmt.Fprintf(u.out, "%s: %s (%s)\n", u.paint(verdict, color), rep.VerdictReason, time.Duration(rep.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+	word, rest, _ := strings.Cut(rep.VerdictLine(), ":")
+	fmt.Fprintf(u.out, "%s:%s (%s)\n", u.paint(word, color), rest, time.Duration(rep.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 }
 
+// writeFile writes a report to path. It opens path write-only: opened
+// read-write, a path such as /dev/stdout that names a pipe would make this
+// process a reader of its own pipe, and a write would block for good once
+// the real reader left. A signal stops a write that blocks (writeOrSignal).
 func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
+	return writeOrSignal(path, func() error {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+		if err != nil {
+			return err
+		}
+		if err := write(f); err != nil {
+			f.Close()
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return f.Close()
+	})
+}
+
+// writeOrSignal runs write, returning early with an error when SIGINT or
+// SIGTERM arrives while it runs: writing to a pipe or a slow file never
+// keeps Ctrl-C from ending cpilab (the run's own interrupt came before, and
+// the reports of an interrupted run are still written).
+func writeOrSignal(what string, write func() error) error {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- write() }() // I/O edge: the write may block on a pipe
+	select {
+	case err := <-done:
 		return err
+	case sig := <-sigs:
+		return fmt.Errorf("writing %s: stopped by %v; the report is incomplete", what, sig)
 	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return f.Close()
 }
 
 func prefixed(kind string, cids []string) []string {

@@ -119,7 +119,7 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	rep := suites.NewCertifyReport(report, suites.ReportRun{Target: target, Command: os.Args,
 		Notes: []string{"CSI driver certification (csi-sanity, then BOSH checks), backend " + f.backend}, Started: start, Duration: elapsed,
 		Rerun: csiRerunCommand(f)})
-	if err := f.reports().write(rep); err != nil {
+	if err := f.reports().write(rep, stdout); err != nil {
 		return err
 	}
 	switch {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,9 +38,9 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "time-out of each call-out (the driver is killed after it)")
 	fs.StringVar(&f.labelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter (e.g. area:attach)")
 	fs.StringVar(&f.focus, "focus", "", "run only specs whose text matches this regexp")
-	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE`")
-	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE`")
-	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE`")
+	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.BoolVar(&f.lenientExit, "lenient-exit", false, "accept Failure with exit status 0, as kubelet does (default: Failure must exit non-zero, as the FlexVolume doc says)")
 	fs.BoolVar(&f.verbose, "v", false, "verbose Ginkgo output, with every call-out and its output")
 	if err := parseFlags(fs, args); err != nil {
@@ -51,6 +52,10 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if err := f.reports().check(fs); err != nil {
 		return err
+	}
+	reportOut := stdout
+	if f.reports().toStdout() {
+		stdout = stderr // stdout holds the report alone
 	}
 	driver, own, err := findFlexDriver(f.driver)
 	if err != nil {
@@ -78,7 +83,8 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	elapsed := time.Since(start).Round(time.Millisecond)
 	sum := suites.Summarize(report)
-	fails := suites.Failures(report, flexRerunCommand(f))
+	rerun := flexRerunCommand(f, invokedAs(), driver, fs)
+	fails := suites.Failures(report, rerun)
 	writeFlexSpecs(stdout, report)
 	suites.WriteCounts(stdout, sum.Passed, sum.Failed, sum.Skipped, sum.NotChecked)
 	if len(fails) > 0 {
@@ -90,8 +96,8 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rep := suites.NewCertifyReport(report, suites.ReportRun{Target: driver, Command: os.Args,
 		Notes: []string{"FlexVolume driver certification, backend " + f.backend}, Started: start, Duration: elapsed,
-		Rerun: flexRerunCommand(f)})
-	if err := f.reports().write(rep); err != nil {
+		Rerun: rerun})
+	if err := f.reports().write(rep, reportOut); err != nil {
 		return err
 	}
 	switch {
@@ -123,12 +129,16 @@ func writeFlexSpecs(w io.Writer, r types.Report) {
 	}
 }
 
-// flexRerunCommand returns the command line that reruns one spec.
-func flexRerunCommand(f certifyFlexFlags) func(focus string) string {
+// flexRerunCommand returns the command line that reruns one spec, runnable
+// as printed from any directory: the cpilab the user ran (argv0), the
+// driver's absolute path, and every flag that changes what a spec does.
+func flexRerunCommand(f certifyFlexFlags, argv0, driver string, fs *flag.FlagSet) func(focus string) string {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	return func(focus string) string {
-		parts := []string{"cpilab", "certify-flex"}
+		parts := []string{shellWord(argv0), "certify-flex"}
 		if f.driver != "" {
-			parts = append(parts, "--driver", shellWord(f.driver))
+			parts = append(parts, "--driver", shellWord(driver))
 		}
 		if f.plugin != "" {
 			parts = append(parts, "--plugin-name", shellWord(f.plugin))
@@ -138,6 +148,9 @@ func flexRerunCommand(f certifyFlexFlags) func(focus string) string {
 		}
 		if f.lenientExit {
 			parts = append(parts, "--lenient-exit")
+		}
+		if set["call-timeout"] {
+			parts = append(parts, "--call-timeout", f.callTimeout.String())
 		}
 		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
 	}

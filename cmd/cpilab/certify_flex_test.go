@@ -73,18 +73,31 @@ func TestCertifyFlexAcceptsTheProjectDriver(t *testing.T) {
 }
 
 // A catalog driver that re-formats a disk with data is rejected with its
-// clause, and the failure says how to rerun it alone.
+// clause, and the failure's rerun command, pasted into a shell in another
+// directory, fails the same spec again (the cpilab binary itself runs, as
+// a user's does).
 func TestCertifyFlexRejectsAReformattingDriver(t *testing.T) {
 	dir := buildFlex(t, "cpilab~reformat-always/reformat-always")
 	drv := filepath.Join(dir, "cpilab~reformat-always", "reformat-always")
-	code, out, errs := certifyFlex(t, dir, "--driver", drv, "--label-filter", "area:data")
+	cpilab := filepath.Join(buildCPIs(t), "cpilab")
+	cmd := exec.Command(cpilab, "certify-flex", "--driver", drv, "--label-filter", "area:data", "--call-timeout", "50s")
+	cmd.Dir = dir
+	code, out, errs := runCmd(t, cmd)
 	if code != 1 || !strings.Contains(out, "REJECTED:") {
 		t.Fatalf("exit %d; want 1 and REJECTED:\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"✘ flex.format.blank-only:", "the file written before is gone", "cpilab certify-flex --driver '" + drv + "' --focus"} {
+	for _, want := range []string{"✘ flex.format.blank-only:", "the file written before is gone", cpilab + " certify-flex --driver '" + drv + "' --call-timeout 50s --focus"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	printed := printedReruns(out)
+	if len(printed) == 0 {
+		t.Fatalf("no rerun command printed:\n%s", out)
+	}
+	code, out, errs = runPrinted(t, printed[0])
+	if code != 1 || !strings.Contains(out, "✘ flex.format.blank-only:") || !strings.Contains(out, "REJECTED: 1 failed, 0 passed") {
+		t.Fatalf("rerun %s: exit %d; want 1 and the same spec failed alone:\n%s\n%s", printed[0], code, out, errs)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
@@ -341,5 +342,113 @@ func BenchmarkCertifyDefault(b *testing.B) {
 		if code, stdout, stderr := certify(b, dir); code != 0 {
 			b.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 		}
+	}
+}
+
+// printedReruns returns the rerun commands a certifier printed.
+func printedReruns(stdout string) []string {
+	var printed []string
+	for _, l := range strings.Split(stdout, "\n") {
+		if c, ok := strings.CutPrefix(strings.TrimSpace(l), "rerun only this spec: "); ok {
+			printed = append(printed, c)
+		}
+	}
+	return printed
+}
+
+// runPrinted runs a printed command line through a shell, from a
+// directory that is not the one it was printed in, with extra appended.
+func runPrinted(t *testing.T, cmdline string, extra ...string) (int, string, string) {
+	t.Helper()
+	for _, e := range extra {
+		cmdline += " " + shellWord(e)
+	}
+	sh := exec.Command("sh", "-c", cmdline)
+	sh.Dir = t.TempDir()
+	sh.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	return runCmd(t, sh)
+}
+
+// A reference-table step needs what the steps before it made: the printed
+// rerun of step 4 runs steps 1 to 4 of its row and fails step 4 again,
+// not NOTHING-CHECKED for want of step 1's VM.
+func TestRerunCommandReproducesATableStep(t *testing.T) {
+	dir := buildCPIs(t)
+	link := filepath.Join(dir, "buggy-hint-off-by-one")
+	if err := os.Symlink(filepath.Join(dir, "buggy-cpi"), link); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	js := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, _ := certify(t, dir, "--cpi", link, "--label-filter", "row:current.c2.s2", "--json-report", js)
+	r := readReport(t, js)
+	var failed []suites.SpecResult
+	for _, s := range r.Specs {
+		if s.State == suites.StateFailed {
+			failed = append(failed, s)
+		}
+	}
+	printed := printedReruns(stdout)
+	if code != 1 || len(failed) != 1 || !strings.Contains(failed[0].Name, "(step 4") || len(printed) != 1 || printed[0] != failed[0].Rerun {
+		t.Fatalf("exit %d, failures %d, printed reruns %q; want step 4 of the row failed, with its rerun printed as in the report:\n%s", code, len(failed), printed, stdout)
+	}
+	js2 := filepath.Join(t.TempDir(), "r2.json")
+	code, stdout, stderr := runPrinted(t, printed[0], "--json-report", js2)
+	again := readReport(t, js2)
+	var ran []string
+	var clause string
+	for _, s := range again.Specs {
+		ran = append(ran, s.ID)
+		if s.Name == failed[0].Name && s.State == suites.StateFailed {
+			clause = s.Violations[0].Clause
+		}
+	}
+	if code != 1 || again.Verdict != suites.VerdictRejected || clause != failed[0].Violations[0].Clause || again.Counts.Passed < 2 {
+		t.Fatalf("rerun %s: exit %d, verdict %s, step 4 broke %q (want %q), specs %q\nstdout:\n%s\nstderr:\n%s",
+			printed[0], code, again.Verdict, clause, failed[0].Violations[0].Clause, ran, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "left in the embedded fakeiaas after the run: nothing") {
+		t.Errorf("the rerun left resources behind:\n%s", stdout)
+	}
+}
+
+// Harness limits are exit status 2, never a clause failure: the run's time
+// limit (--ginkgo.timeout) ends INTERRUPTED with the specs it kept from
+// starting counted as not run, and what the stopped specs made is deleted;
+// a report that cannot be written is exit status 2. A report named "-" is
+// stdout (the text goes to stderr), and a report into a pipe whose reader
+// leaves does not keep the run from ending.
+func TestCertifyHarnessLimitsAndReportsToStdout(t *testing.T) {
+	dir := buildCPIs(t)
+	code, stdout, stderr := certify(t, dir, "--ginkgo.timeout", "1s", "--json-report", "-")
+	js := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(js, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := readReport(t, js)
+	if code != exitUsage || r.Verdict != suites.VerdictInterrupted || r.Counts.Failed != 0 || r.Counts.NotRun == 0 ||
+		!strings.HasPrefix(lastLine(stderr), "INTERRUPTED: the run's time limit") ||
+		!strings.Contains(stderr, "left in the embedded fakeiaas after the run: nothing") {
+		t.Errorf("--ginkgo.timeout 1s: exit %d, verdict %s (%s), counts %+v; want 2, interrupted, no failure, specs not run, nothing left\nstderr:\n%s",
+			code, r.Verdict, r.VerdictReason, r.Counts, tail(stderr, 3000))
+	}
+	code, _, stderr = certify(t, dir, "--label-filter", "row:cli.api2 && area:setup", "--json-report", "/dev/full")
+	if code != exitUsage || !strings.Contains(stderr, "/dev/full") {
+		t.Errorf("a report that cannot be written: exit %d, want 2 naming it\nstderr:\n%s", code, tail(stderr, 2000))
+	}
+	sh := exec.Command("sh", "-c", shellWord(filepath.Join(dir, "cpilab"))+" certify --label-filter 'row:cli.api2' --json-report /dev/stdout | head -c 300")
+	sh.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if code, out, _ := runCmd(t, sh); code != 0 || len(out) != 300 {
+			t.Errorf("certify --json-report /dev/stdout | head -c 300: exit %d, %d bytes", code, len(out))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		_ = sh.Process.Kill()
+		<-done
+		t.Fatal("certify --json-report /dev/stdout | head -c 300 did not end")
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/cpilab/cpilab/internal/termsafe"
+	"github.com/cpilab/cpilab/simulator"
 )
 
 // command is one subcommand.
@@ -60,6 +61,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	simulator.Program = invokedAs() // its replay lines run as printed
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

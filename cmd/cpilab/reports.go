@@ -2,21 +2,40 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/cpilab/cpilab/suites"
 )
 
 // reportPaths are the report files a certification run writes
 // (--json-report, --junit-report, --html-report); certify and certify-flex
-// share them.
+// share them. The path "-" is stdout: the run's text then goes to stderr.
 type reportPaths struct{ json, junit, html string }
 
+// stdoutPath is the report path that means stdout.
+const stdoutPath = "-"
+
+// toStdout reports whether a report goes to stdout; the text output then
+// goes to stderr, so that stdout holds the report alone.
+func (p reportPaths) toStdout() bool {
+	return p.json == stdoutPath || p.junit == stdoutPath || p.html == stdoutPath
+}
+
 // check refuses, before the run, a report path that could not be written
-// after it (a missing directory, a directory), as a usage error.
+// after it (a missing directory, a directory), and two reports on stdout,
+// as a usage error.
 func (p reportPaths) check(fs *flag.FlagSet) error {
+	var onStdout []string
 	for _, r := range []struct{ flag, path string }{{"--junit-report", p.junit}, {"--json-report", p.json}, {"--html-report", p.html}} {
 		if r.path == "" {
+			continue
+		}
+		if r.path == stdoutPath {
+			if onStdout = append(onStdout, r.flag); len(onStdout) > 1 {
+				return usageError(fs, "%s: only one report can go to stdout (-)", strings.Join(onStdout, " and "))
+			}
 			continue
 		}
 		if err := checkReportPath(r.path); err != nil {
@@ -26,8 +45,8 @@ func (p reportPaths) check(fs *flag.FlagSet) error {
 	return nil
 }
 
-// write writes each report asked for.
-func (p reportPaths) write(rep *suites.CertifyReport) error {
+// write writes each report asked for, the one named "-" to stdout.
+func (p reportPaths) write(rep *suites.CertifyReport, stdout io.Writer) error {
 	for _, r := range []struct {
 		path  string
 		write func(io.Writer) error
@@ -37,6 +56,12 @@ func (p reportPaths) write(rep *suites.CertifyReport) error {
 		{p.html, func(w io.Writer) error { return suites.WriteHTML(w, rep) }},
 	} {
 		if r.path == "" {
+			continue
+		}
+		if r.path == stdoutPath {
+			if err := writeOrSignal("stdout", func() error { return r.write(stdout) }); err != nil {
+				return fmt.Errorf("writing a report to stdout: %w", err)
+			}
 			continue
 		}
 		if err := writeFile(r.path, r.write); err != nil {

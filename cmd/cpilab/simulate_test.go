@@ -429,3 +429,64 @@ func TestInterruptedSweepReportsIncomplete(t *testing.T) {
 		t.Fatalf("report of an interrupted sweep: %+v", r)
 	}
 }
+
+// The replay lines simulate prints and the ones simulate merge prints run
+// as printed, pasted into a shell in another directory: they start with
+// the cpilab that ran (not a bare "cpilab", which need not be on PATH)
+// and fail the same way.
+func TestSimulatePrintedCommandsRunAsPrinted(t *testing.T) {
+	cpilab := filepath.Join(buildCPIs(t), "cpilab")
+	dir := t.TempDir()
+	sim := exec.Command(cpilab, "simulate", "--seed", "7", "--steps", "200", "--profile", "upstream", "--faults", "none", "--out", "traces")
+	sim.Dir = dir
+	if err := os.Mkdir(filepath.Join(dir, "traces"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCmd(t, sim)
+	replay, minimized := printedAfter(out, "replay: "), printedAfter(out, "replay minimized: ")
+	violated, _, _ := strings.Cut(out[strings.Index(out, "invariant "):], " violated")
+	if code != 1 || len(replay) != 1 || len(minimized) != 1 || !strings.HasPrefix(replay[0], cpilab+" simulate ") {
+		t.Fatalf("simulate: exit %d, replay lines %q and %q; want 1, each starting with %s:\n%s\n%s", code, replay, minimized, cpilab, out, errs)
+	}
+	code, again, errs := runPrinted(t, replay[0], "--no-shrink", "--out", t.TempDir())
+	if code != 1 || !strings.Contains(again, violated+" violated") {
+		t.Errorf("%s: exit %d, want 1 and %s violated:\n%s\n%s", replay[0], code, violated, again, errs)
+	}
+	// The minimized trace's path is relative to where simulate ran.
+	sh := exec.Command("sh", "-c", minimized[0])
+	sh.Dir = dir
+	name := strings.Trim(strings.TrimPrefix(violated, "invariant "), `"`)
+	if code, again, errs := runCmd(t, sh); code != 0 || !strings.Contains(again, "violated: "+name) {
+		t.Errorf("%s: exit %d, want 0 and %s violated again:\n%s\n%s", minimized[0], code, violated, again, errs)
+	}
+
+	var reports []string
+	for k := 1; k <= 2; k++ {
+		rep := filepath.Join(dir, fmt.Sprintf("out-%d.json", k))
+		shard := exec.Command(cpilab, "simulate", "--seeds", "1..4", "--shard", fmt.Sprintf("%d/2", k), "--steps", "20", "--profile", "upstream:e",
+			"--keep-going", "--no-shrink", "--parallel", "1", "--quiet", "--json-report", rep, "--out", filepath.Join(dir, "traces"))
+		if code, out, errs := runCmd(t, shard); code != 1 {
+			t.Fatalf("shard %d/2: exit %d, want 1:\n%s\n%s", k, code, out, errs)
+		}
+		reports = append(reports, rep)
+	}
+	code, out, errs = runCmd(t, exec.Command(cpilab, append([]string{"simulate", "merge"}, reports...)...))
+	replay = printedAfter(out, "replay: ")
+	if code != 1 || len(replay) == 0 || !strings.HasPrefix(replay[0], cpilab+" simulate ") {
+		t.Fatalf("merge: exit %d, replay lines %q; want 1 and lines starting with %s:\n%s\n%s", code, replay, cpilab, out, errs)
+	}
+	if code, again, errs := runPrinted(t, replay[0], "--no-shrink", "--out", t.TempDir()); code != 1 || !strings.Contains(again, "violated") {
+		t.Errorf("%s: exit %d, want 1 and a violation:\n%s\n%s", replay[0], code, again, errs)
+	}
+}
+
+// printedAfter returns what follows prefix on each line of out that has it.
+func printedAfter(out, prefix string) []string {
+	var got []string
+	for _, l := range strings.Split(out, "\n") {
+		if c, ok := strings.CutPrefix(strings.TrimSpace(l), prefix); ok {
+			got = append(got, c)
+		}
+	}
+	return got
+}
