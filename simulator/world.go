@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,6 +72,11 @@ type tamper struct {
 	// afterOp runs when an operation's task has ended, before the checks
 	// that follow it.
 	afterOp func(w *World, o Op)
+	// api wraps each director generation's HTTP API handler: a Director
+	// that answers its users otherwise than its store holds.
+	api func(http.Handler) http.Handler
+	// beforeCPI runs at the start of every CPI call the director makes.
+	beforeCPI func(w *World, method string)
 }
 
 // The world's timing, on the virtual clock.
@@ -114,6 +120,7 @@ type World struct {
 	// scheduling point, so taking it is not one.
 	mu          sync.Mutex
 	dir         *director.Director   // nil while crashed
+	api         http.Handler         // dir's HTTP API; nil while crashed
 	gen         int                  // the latest director generation
 	liveGen     int                  // the generation running (0: crashed)
 	faultsOn    bool                 // every seam but the VM seam
@@ -229,8 +236,12 @@ func (w *World) startDirector() error {
 	if err != nil {
 		return fmt.Errorf("simulator: starting director generation %d: %w", gen, err)
 	}
+	h, err := newAPIHandler(w, d)
+	if err != nil {
+		return fmt.Errorf("simulator: the API of director generation %d: %w", gen, err)
+	}
 	w.mu.Lock()
-	w.dir = d
+	w.dir, w.api = d, h
 	w.mu.Unlock()
 	return nil
 }
@@ -262,7 +273,7 @@ func (w *World) Crash(down time.Duration) {
 		w.mu.Unlock()
 		return
 	}
-	w.dir = nil
+	w.dir, w.api = nil, nil
 	w.crashes++
 	w.liveGen = 0 // the old generation is dead from here on
 	w.mu.Unlock()
@@ -415,7 +426,7 @@ func (w *World) deploy() error {
 		}
 		t, ok := w.WaitTask(id, 10*time.Minute)
 		if !ok || t.State != director.TaskDone {
-			return fmt.Errorf("task %d (%s) ended %s: %s", t.ID, t.Description, t.State, t.Error)
+			return fmt.Errorf("task %d (%s) ended %s: %s", id, t.Description, t.State, t.Result)
 		}
 	}
 	insts, err := d.Instances(w.Deployment)
@@ -429,28 +440,19 @@ func (w *World) deploy() error {
 	return nil
 }
 
-// Task reads a task from the director's store directly (what GET /tasks/:id
-// answers), so it works whatever the director's state.
-func (w *World) Task(id int64) (director.Task, bool) {
-	var t director.Task
-	var ok bool
-	_ = w.Store.View(func(tx store.Tx) error {
-		var err error
-		ok, err = tx.Get(store.Tasks, store.IDKey(id), &t)
-		return err
-	})
-	return t, ok
-}
-
-// WaitTask polls the task until it is final or timeout has passed on the
-// virtual clock; ok is false on time-out.
-func (w *World) WaitTask(id int64, timeout time.Duration) (director.Task, bool) {
+// WaitTask polls GET /tasks/:id until the task is final or timeout has
+// passed on the virtual clock; ok is false on time-out. While the director
+// is down, or the API answers an error, it polls on (as a user's client
+// does); t is then the last answer it had.
+func (w *World) WaitTask(id int64, timeout time.Duration) (t director.TaskView, ok bool) {
 	deadline := w.s.Now().Add(timeout)
 	poll := taskPollInterval
 	for {
-		t, found := w.Task(id)
-		if found && t.State.Final() {
-			return t, true
+		if got, err := w.Task(id); err == nil {
+			t = got
+			if t.State.Final() {
+				return t, true
+			}
 		}
 		if !w.s.Now().Before(deadline) {
 			return t, false
@@ -510,6 +512,9 @@ type faultCPI struct {
 func (c *faultCPI) call(method string, do func() error) error {
 	w := c.w
 	w.checkAlive(c.gen)
+	if f := w.cfg.tamper.beforeCPI; f != nil {
+		f(w, method)
+	}
 	w.cfg.Gates.enter("cpi:" + method)
 	w.s.Sleep(time.Millisecond + time.Duration(w.latency.Int64N(int64(w.cfg.CPILatency))))
 	var lost bool
