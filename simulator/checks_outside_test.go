@@ -224,3 +224,40 @@ func TestCheckersTakeNoValueFromTheStore(t *testing.T) {
 		t.Fatalf("checked %d files: the guard looked in the wrong directory", checked)
 	}
 }
+
+// staleVM plants a Director that attaches each disk to the first VM it
+// ever attached one to: a provide that waited behind a recreate attaches
+// to the VM it looked up before the wait, which the recreate deleted.
+func staleVM() func(w *World, vm, disk string) string {
+	first := ""
+	return func(_ *World, vm, _ string) string {
+		if first == "" {
+			first = vm
+		}
+		return first
+	}
+}
+
+// A Director that fails a provide that waited behind a recreate leaves
+// nothing inconsistent (records, links, leaks all agree), yet the same
+// provide succeeds on the reference Director: every-failure-explained
+// names the task, its error and the recreate it overlapped.
+func TestUnexplainedFailureOfAProvideBehindARecreate(t *testing.T) {
+	ops := controlOps(t, "c0 provide disk=a vm=0", "c1 recreate vm=0 delay=2s", "c0 provide disk=b vm=0 delay=1100ms")
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Ops: ops, Scripted: true}
+	if o := Simulate(cfg); o.Err != nil {
+		t.Fatalf("the reference Director: %v\n%s", o.Err, strings.Join(o.Log, "\n"))
+	}
+	cfg.tamper = tamper{attachVM: staleVM()}
+	o := Simulate(cfg)
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvExplained {
+		t.Fatalf("a provide failed behind a recreate: got %v, want %s\n%s", o.Err, InvExplained, strings.Join(o.Log, "\n"))
+	}
+	t.Log(v.Err)
+	for _, want := range []string{"(c0 provide disk=b vm=0", "not found", "c1 recreate vm=0"} {
+		if !strings.Contains(v.Err.Error(), want) {
+			t.Errorf("the violation does not name %q: %v", want, v.Err)
+		}
+	}
+}

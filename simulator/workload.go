@@ -318,6 +318,15 @@ func (w *World) runOp(o Op) opResult {
 	return res
 }
 
+// clientOutcome is what the client saw: an invalid, refused or
+// unexplained failure is a failure.
+func clientOutcome(o diskmodel.Outcome) diskmodel.Outcome {
+	if o == diskmodel.Invalid || o == diskmodel.Refused || o == diskmodel.Unexplained {
+		return diskmodel.Failed
+	}
+	return o
+}
+
 // workloadRun runs ops on the world: one logical goroutine per client, the
 // safety checks after every step, director crashes at their steps.
 type workloadRun struct {
@@ -331,6 +340,7 @@ type workloadRun struct {
 	mu     sync.Mutex     // a leaf lock, never held across a scheduling point
 	latest map[string]int // guarded by mu; disk name → the last operation called on it
 	given  []GivenTask    // guarded by mu; the tasks the Director queued for the ops
+	spans  []span         // guarded by mu; every operation called, in call order
 }
 
 // givenTasks are the tasks the Director queued for the workload so far.
@@ -411,11 +421,21 @@ func (r *workloadRun) runOne(o Op) {
 			call(diskmodel.Input{Kind: diskmodel.Delete, Disk: name})
 		}
 	}
+	callAt := w.s.Now()
+	r.mu.Lock()
+	self := len(r.spans)
+	r.spans = append(r.spans, span{op: o, call: callAt})
+	r.mu.Unlock()
 	res := w.runOp(o)
+	retAt := w.s.Now()
+	r.mu.Lock()
+	r.spans[self].task, r.spans[self].ret, r.spans[self].done = res.task, retAt, res.final || res.task == 0
 	if res.task != 0 {
-		r.mu.Lock()
 		r.given = append(r.given, GivenTask{Op: o, ID: res.task})
-		r.mu.Unlock()
+	}
+	r.mu.Unlock()
+	if res.outcome == diskmodel.Failed && o.Kind != OpSilence {
+		res.outcome = r.checkExplained(self, o, res, callAt, retAt)
 	}
 	if f := w.cfg.tamper.afterOp; f != nil {
 		f(w, o)
@@ -425,8 +445,11 @@ func (r *workloadRun) runOne(o Op) {
 		w.checkProvideLink(o.Kind, o.Disk, res.cid)
 	}
 	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid}
-	if !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed {
+	switch {
+	case !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed:
 		out.Outcome = diskmodel.Unknown // a failed VM operation may have detached some disks
+	case !o.Kind.hasDisk() && out.Outcome == diskmodel.Invalid:
+		out.Outcome = diskmodel.Refused // seen from each disk name, a refused VM operation did nothing
 	}
 	for _, id := range ids {
 		r.history.Return(id, out)
@@ -436,7 +459,7 @@ func (r *workloadRun) runOne(o Op) {
 	detail := strings.ReplaceAll(res.detail, w.cfg.DataDir, "$DATA")
 	simrt.Annotate(w.s, fmt.Sprintf("%v: %v (%s)", o, res.outcome, detail))
 	if r.log != nil {
-		r.log(fmt.Sprintf("%v: %v", o, res.outcome))
+		r.log(fmt.Sprintf("%v: %v", o, clientOutcome(res.outcome)))
 	}
 	w.mu.Lock()
 	w.step++

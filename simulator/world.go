@@ -77,6 +77,8 @@ type tamper struct {
 	api func(http.Handler) http.Handler
 	// beforeCPI runs at the start of every CPI call the director makes.
 	beforeCPI func(w *World, method string)
+	// attachVM picks the VM the director's attach_disk of disk names.
+	attachVM func(w *World, vm, disk string) string
 }
 
 // The world's timing, on the virtual clock.
@@ -130,7 +132,9 @@ type World struct {
 	lostDisks   map[string]bool      // disk CIDs made by a create_disk whose response was lost
 	oldAgents   map[string]bool      // agent IDs drawn to run an old agent
 	restartVMs  map[string]bool      // agent IDs whose VM restarts on attach
+	quirks      map[string]string    // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
 	silentUntil map[string]time.Time // agent ID → until when it answers nothing
+	fired       []firedFault         // every fault fired, in order, with when and where
 	violations  []*Violation         // the seam checks' violations
 	step        int                  // workload steps done, for violations
 }
@@ -184,7 +188,7 @@ func NewWorld(cfg WorldConfig) (*World, error) {
 	s := cfg.Sim
 	w := &World{cfg: cfg, s: s, knobs: knobs, never: rt.NewEvent(s), vmFaultsOn: cfg.Faults != nil,
 		latency: s.Rand("world/latency"), excused: map[string]bool{}, lostDisks: map[string]bool{},
-		oldAgents: map[string]bool{}, restartVMs: map[string]bool{}, silentUntil: map[string]time.Time{}}
+		oldAgents: map[string]bool{}, restartVMs: map[string]bool{}, quirks: map[string]string{}, silentUntil: map[string]time.Time{}}
 	w.mb = mbus.NewMemory(s)
 	w.mb.SetFault(w.mbusFault)
 	w.hooks = &vmHooks{w: w, agents: map[string]*agent.Agent{}, gen: map[string]int{}, info: map[string]fakeiaas.BootInfo{}}
@@ -339,6 +343,19 @@ func (w *World) Heal() {
 }
 
 func (w *World) next(seam faults.Seam, name string) []faults.Fault {
+	return w.nextFor(seam, name, "")
+}
+
+// firedFault is a fault that fired: when, and the agent it concerns ("" for
+// none or unknown).
+type firedFault struct {
+	f     faults.Fault
+	at    time.Time
+	agent string
+}
+
+// nextFor is next for an operation that concerns agent agentID.
+func (w *World) nextFor(seam faults.Seam, name, agentID string) []faults.Fault {
 	w.mu.Lock()
 	on := w.faultsOn || (seam == faults.SeamVM && w.vmFaultsOn)
 	w.mu.Unlock()
@@ -346,8 +363,12 @@ func (w *World) next(seam faults.Seam, name string) []faults.Fault {
 		return nil
 	}
 	fs := w.cfg.Faults.Next(seam, name)
+	now := w.s.Now()
 	for _, f := range fs {
 		simrt.Annotate(w.s, "fault "+f.String())
+		w.mu.Lock()
+		w.fired = append(w.fired, firedFault{f: f, at: now, agent: agentID})
+		w.mu.Unlock()
 	}
 	return fs
 }
@@ -545,7 +566,7 @@ func (c *faultCPI) CreateStemcell(ctx context.Context, args cpiv2.CreateStemcell
 
 func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res cpiv2.CreateVMResult, err error) {
 	w := c.w
-	for _, f := range w.next(faults.SeamVM, cpiv2.MethodCreateVM) {
+	for _, f := range w.nextFor(faults.SeamVM, cpiv2.MethodCreateVM, args.AgentID) {
 		w.mu.Lock()
 		switch f.Kind {
 		case faults.AgentOld:
@@ -557,7 +578,10 @@ func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res c
 		w.mu.Unlock()
 	}
 	w.mu.Lock()
-	restart := w.restartVMs[args.AgentID]
+	restart := w.restartVMs[args.AgentID] || w.cfg.VMType == "restarting"
+	if restart {
+		w.quirks[args.AgentID] = "its VM restarts on attach"
+	}
 	w.mu.Unlock()
 	if restart {
 		var props map[string]any
@@ -603,6 +627,9 @@ func (c *faultCPI) DeleteDisk(ctx context.Context, cid cpiv2.DiskCID) error {
 }
 
 func (c *faultCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.DiskCID) (hint cpiv2.DiskHint, err error) {
+	if f := c.w.cfg.tamper.attachVM; f != nil {
+		vm = cpiv2.MustCID[cpiv2.VMKind](f(c.w, vm.String(), disk.String()))
+	}
 	err = c.call(cpiv2.MethodAttachDisk, func() (err error) {
 		c.w.checkAttach(vm.String(), disk.String())
 		hint, err = c.w.cpi.AttachDisk(ctx, vm, disk)
@@ -659,7 +686,7 @@ func (w *World) mbusFault(m mbus.Message) mbus.FaultAction {
 		if silent && w.s.Now().Before(until) {
 			return mbus.FaultAction{Drop: true}
 		}
-		for _, f := range w.next(faults.SeamAgent, method) {
+		for _, f := range w.nextFor(faults.SeamAgent, method, agentID) {
 			w.excuse(agentID)
 			switch f.Kind {
 			case faults.AgentUnresponsive:
@@ -679,7 +706,7 @@ func (w *World) mbusFault(m mbus.Message) mbus.FaultAction {
 		}
 		method = "reply"
 	}
-	for _, f := range w.next(faults.SeamMbus, method) {
+	for _, f := range w.nextFor(faults.SeamMbus, method, agentID) {
 		w.excuse(agentID)
 		switch f.Kind {
 		case faults.MbusLost:
@@ -733,6 +760,7 @@ func (h *vmHooks) boot(bi fakeiaas.BootInfo, gen int) {
 	}
 	if mode == agent.ModeOld {
 		w.excused[bi.AgentID] = true // an old agent explains missing links
+		w.quirks[bi.AgentID] = "it runs an agent without dynamic disks"
 	}
 	w.mu.Unlock()
 	h.mu.Lock()
