@@ -4,8 +4,9 @@ import "fmt"
 
 // Checker checks one invariant against a view V of the system.
 // The view is built from outside the system under test: the fakeiaas oracle,
-// the agents' VM roots, the director's store read directly, never answers of
-// the code under test. A checker neither changes the view nor the system.
+// the agents' VM roots, the Director's HTTP API as its user sees it and the
+// workload's own record, never the Director's store. A checker neither
+// changes the view nor the system.
 type Checker[V any] interface {
 	// Invariant names the invariant, as reports print it
 	// ("disk-attached-to-one-vm").

@@ -2,14 +2,16 @@ package simulator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -17,7 +19,6 @@ import (
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
-	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/simulator/diskmodel"
 )
@@ -80,42 +81,32 @@ func (w *World) checkDeleteVM(vm string) {
 	}
 }
 
-// storeDisks reads the director's dynamic disk records from its store.
-func (w *World) storeDisks() []director.DynamicDisk {
-	return listStore[director.DynamicDisk](w.Store, store.DynamicDisks)
-}
-
-func listStore[T any](st store.Store, kind store.Kind) []T {
-	var out []T
-	_ = st.View(func(tx store.Tx) error {
-		return tx.List(kind, func(_ string, raw []byte) error {
-			var v T
-			if err := json.Unmarshal(raw, &v); err == nil {
-				out = append(out, v)
-			}
-			return nil
-		})
-	})
-	return out
-}
-
 // ---- views ----
 
 // View is what the checkers see, taken from outside the system: the
-// fakeiaas oracle, the agents' VM roots, the dynamic-disk API's answers to
-// the workload, and the director's store read directly for the checks that
-// are about the records themselves (no leak, records match the IaaS, task
-// liveness). No checker decides from the records what the oracle or the VM
-// roots can decide.
+// fakeiaas oracle, the agents' VM roots, the Director's HTTP API as its user
+// sees it, and the workload's own record of what it asked and was told.
+// Nothing in it comes from the Director's store.
 type View struct {
 	// IaaS is the fakeiaas oracle's state.
 	IaaS fakeiaas.State
-	// Disks are the director's dynamic disk records.
-	Disks []director.DynamicDisk
-	// Orphans are the director's orphaned disk records.
+	// APIErr is the error reading the Director's API at quiescence (it is
+	// down); the API fields below are then empty.
+	APIErr error
+	// Disks is GET /dynamic_disks.
+	Disks []director.DiskInfo
+	// Orphans is GET /disks?orphaned=true.
 	Orphans []director.OrphanedDisk
-	// Tasks are the director's tasks.
-	Tasks []director.Task
+	// Instances is GET /deployments/:name/instances.
+	Instances []director.InstanceInfo
+	// OpenTasks is GET /tasks?state=queued,processing.
+	OpenTasks []director.TaskView
+	// Given are the tasks the Director gave the workload, each as
+	// GET /tasks/:id answered last.
+	Given []GivenTask
+	// InstanceIDs are the deployment's instance IDs by index (what
+	// InstanceLabel numbers).
+	InstanceIDs []string
 	// Links maps VM CID → disk CID → symlink target (in-guest), for every
 	// IaaS VM, read from the VM's root.
 	Links map[string]map[string]string
@@ -135,6 +126,17 @@ type View struct {
 	LastOK map[string]Promise
 }
 
+// GivenTask is a task the Director queued for a workload operation.
+type GivenTask struct {
+	// Op is the operation.
+	Op Op
+	// ID is the task ID the API answered.
+	ID int64
+	// Task is GET /tasks/:id's last answer; Err the error it gave instead.
+	Task director.TaskView
+	Err  error
+}
+
 // Promise is what an OK provide or attach told its client: the disk CID
 // the API answered is attached to the instance, with its symlink.
 type Promise struct {
@@ -150,12 +152,32 @@ func (w *World) SafetyView() View {
 	return View{IaaS: st}
 }
 
-// QuiescentView takes the whole view; history gives LastOK.
-func (w *World) QuiescentView(history []porcupine.Operation) View {
+// livenessView is the part of View checkLiveness needs.
+func (w *World) livenessView(given []GivenTask) View {
+	var v View
+	v.APIErr = w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks)
+	for _, g := range given {
+		g.Task, g.Err = w.Task(g.ID)
+		v.Given = append(v.Given, g)
+	}
+	return v
+}
+
+// QuiescentView takes the whole view: history gives LastOK, given the
+// workload's tasks.
+func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) View {
 	v := w.SafetyView()
-	v.Disks = w.storeDisks()
-	v.Orphans = listStore[director.OrphanedDisk](w.Store, store.OrphanedDisks)
-	v.Tasks = listStore[director.Task](w.Store, store.Tasks)
+	v.InstanceIDs = slices.Clone(w.Instances)
+	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
+	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
+		insErr = nil // the deployment was deleted: no instances
+	}
+	v.APIErr = errors.Join(w.apiGet("/dynamic_disks", &v.Disks), w.apiGet("/disks?orphaned=true", &v.Orphans), insErr,
+		w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
+	for _, g := range given {
+		g.Task, g.Err = w.Task(g.ID)
+		v.Given = append(v.Given, g)
+	}
 	v.Links = map[string]map[string]string{}
 	v.LinkOK = map[string]map[string]bool{}
 	for _, vm := range v.IaaS.VMs {
@@ -306,7 +328,12 @@ var QuiescentCheckers = []Checker[View]{
 	Invariant(InvLinks, checkLinks),
 }
 
+// checkNoLeak: every IaaS disk is one the Director's API lists, as a
+// dynamic disk or an orphan, or one whose create_disk response was lost.
 func checkNoLeak(v View) error {
+	if v.APIErr != nil {
+		return fmt.Errorf("the Director's API cannot be read: %w", v.APIErr)
+	}
 	known := map[string]bool{}
 	for _, d := range v.Disks {
 		known[d.CID] = true
@@ -321,28 +348,82 @@ func checkNoLeak(v View) error {
 		}
 	}
 	if len(leaked) > 0 {
-		return fmt.Errorf("IaaS disks with no director record (dynamic disk or orphan): %s", strings.Join(leaked, ", "))
+		return fmt.Errorf("IaaS disks that neither GET /dynamic_disks nor GET /disks?orphaned=true lists: %s", strings.Join(leaked, ", "))
 	}
 	return nil
 }
 
+// instanceByName maps "group/id" (DiskInfo.Instance) and the bare ID to
+// the API's instance.
+func instanceByName(ins []director.InstanceInfo) map[string]director.InstanceInfo {
+	out := map[string]director.InstanceInfo{}
+	for _, in := range ins {
+		out[in.Job+"/"+in.ID] = in
+		out[in.ID] = in
+	}
+	return out
+}
+
+// checkRecords compares what the Director's API lists with the IaaS, and
+// the workload's promises with both: every listed disk exists in the IaaS,
+// attached to the active VM of the instance the list names (detached when
+// it names none); and the disk a name's last operation, an OK provide or
+// attach, answered is still the one listed under that name, attached to
+// that instance's VM.
 func checkRecords(v View) error {
+	if v.APIErr != nil {
+		return fmt.Errorf("the Director's API cannot be read: %w", v.APIErr)
+	}
 	iaas := map[string]fakeiaas.Disk{}
 	for _, d := range v.IaaS.Disks {
 		iaas[d.CID.String()] = d
 	}
+	ins := instanceByName(v.Instances)
+	vmOf := func(name string) string {
+		if in, ok := ins[name]; ok && in.CID != nil {
+			return *in.CID
+		}
+		return ""
+	}
+	listed := map[string]director.DiskInfo{}
 	var bad []string
 	for _, dd := range v.Disks {
-		if dd.State != director.DiskReady {
-			bad = append(bad, fmt.Sprintf("%s is still %s (task %d)", dd.Name, dd.State, dd.TaskID))
-			continue
-		}
+		listed[dd.Name] = dd
 		d, ok := iaas[dd.CID]
+		inst := ""
+		if dd.Instance != nil {
+			inst = *dd.Instance
+		}
 		switch {
 		case !ok:
 			bad = append(bad, fmt.Sprintf("%s: disk %s is not in the IaaS", dd.Name, dd.CID))
-		case d.VMCID.String() != dd.VMCID:
-			bad = append(bad, fmt.Sprintf("%s (%s): director says attached to %q, IaaS says %q", dd.Name, dd.CID, dd.VMCID, d.VMCID))
+		case inst == "" && !d.VMCID.IsZero():
+			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it detached, the IaaS has it attached to %s", dd.Name, dd.CID, d.VMCID))
+		case inst != "" && d.VMCID.String() != vmOf(inst):
+			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it on instance %s, whose VM is %q; the IaaS has it attached to %q",
+				dd.Name, dd.CID, inst, vmOf(inst), d.VMCID))
+		}
+	}
+	names := slices.Sorted(maps.Keys(v.LastOK))
+	for _, name := range names {
+		p := v.LastOK[name]
+		id := p.Instance
+		if i, err := strconv.Atoi(strings.TrimPrefix(p.Instance, "i")); err == nil && i >= 0 && i < len(v.InstanceIDs) {
+			id = v.InstanceIDs[i]
+		}
+		why := fmt.Sprintf("the last operation on %s, a provide or attach of instance %s, answered %s", name, p.Instance, p.CID)
+		dd, ok := listed[name]
+		d, inIaaS := iaas[p.CID]
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("%s: GET /dynamic_disks does not list it, but %s", name, why))
+		case dd.CID != p.CID:
+			bad = append(bad, fmt.Sprintf("%s: GET /dynamic_disks lists disk %s, but %s", name, dd.CID, why))
+		case !inIaaS:
+			bad = append(bad, fmt.Sprintf("%s: the IaaS has no disk %s, but %s", name, p.CID, why))
+		case d.VMCID.IsZero() || d.VMCID.String() != vmOf(id):
+			bad = append(bad, fmt.Sprintf("%s: the IaaS has %s attached to %q, not to instance %s's VM %q, but %s",
+				name, p.CID, d.VMCID, p.Instance, vmOf(id), why))
 		}
 	}
 	if len(bad) > 0 {
@@ -404,11 +485,25 @@ func checkLinks(v View) error {
 	return nil
 }
 
-// checkLiveness lists the tasks that have not ended.
-func checkLiveness(tasks []director.Task) error {
+// checkLiveness: the API shows no queued or processing task, and every
+// task the Director gave the workload has ended, as GET /tasks/:id shows it.
+func checkLiveness(v View) error {
+	if v.APIErr != nil {
+		return fmt.Errorf("the Director's API cannot be read: %w", v.APIErr)
+	}
 	var open []string
-	for _, t := range tasks {
-		if !t.State.Final() {
+	seen := map[int64]bool{}
+	for _, g := range v.Given {
+		seen[g.ID] = true
+		switch {
+		case g.Err != nil:
+			open = append(open, fmt.Sprintf("task %d (%v): GET /tasks/%d answers %v", g.ID, g.Op, g.ID, g.Err))
+		case !g.Task.State.Final():
+			open = append(open, fmt.Sprintf("task %d (%v) still %s", g.ID, g.Op, g.Task.State))
+		}
+	}
+	for _, t := range v.OpenTasks {
+		if !seen[t.ID] {
 			open = append(open, fmt.Sprintf("task %d (%s) still %s", t.ID, t.Description, t.State))
 		}
 	}

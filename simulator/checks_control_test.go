@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ import (
 // many records it changed.
 func markDetached(t *testing.T, w *World, vm string) int {
 	changed := 0
-	records := listStore[director.DynamicDisk](w.Store, store.DynamicDisks)
+	records := storeRecords[director.DynamicDisk](t, w, store.DynamicDisks)
 	err := w.Store.Update(func(tx store.Tx) error {
 		for _, dd := range records {
 			if dd.VMCID == "" || (vm != "" && dd.VMCID != vm) {
@@ -42,6 +43,27 @@ func markDetached(t *testing.T, w *World, vm string) int {
 		t.Errorf("rewriting the director's records: %v", err)
 	}
 	return changed
+}
+
+// storeRecords reads the director's records of kind from its store, as a
+// planted bug would: the checkers themselves never do.
+func storeRecords[T any](t *testing.T, w *World, kind store.Kind) []T {
+	t.Helper()
+	var out []T
+	err := w.Store.View(func(tx store.Tx) error {
+		return tx.List(kind, func(_ string, raw []byte) error {
+			var v T
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return err
+			}
+			out = append(out, v)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Errorf("reading the director's store: %v", err)
+	}
+	return out
 }
 
 func controlOps(t *testing.T, lines ...string) []Op {

@@ -44,14 +44,19 @@
 //     delete_disk of a disk the IaaS has attached; a provide or attach
 //     reported done leaves, on the VM the IaaS attached the answered disk
 //     to, a symlink reaching that disk's device;
-//   - once quiescent: every task ended (liveness), no IaaS disk without a
-//     record (no leak), records match the IaaS, and the VM roots' symlinks
-//     match the IaaS attachments (each reaching its disk's device);
+//   - once quiescent: every task ended, both those the API lists and those
+//     it gave the workload (liveness); every IaaS disk is listed by the
+//     API, as a dynamic disk or an orphan (no leak); the API's list matches
+//     the IaaS, and the last OK provide or attach of each name still holds
+//     (records); and the VM roots' symlinks match the IaaS attachments
+//     (each reaching its disk's device);
 //   - linearizability of the history per disk name (porcupine), with an
 //     HTML visualization on a violation.
 //
-// Only the checks that are about the director's records (no leak, records
-// match the IaaS, task liveness) read its store.
+// Every checker decides from what a user can see: the Director's HTTP API
+// (served in process; the workload's clients poll their tasks there), the
+// fake cloud's oracle, the agents' VM roots and the workload's own record
+// of what it asked and was told. None reads the Director's store.
 //
 // # Races, scenarios, replay
 //

@@ -37,6 +37,10 @@ const (
 	InvDirectorRestarts = "director-restarts"
 	// InvLiveness: every task ends once faults heal.
 	InvLiveness = "task-liveness"
+	// InvExplained: every failed operation is explained: a fault on its
+	// path, an invalid request by the workload, or a documented refusal
+	// (explain.go).
+	InvExplained = "every-failure-explained"
 	// InvLinearizable: the dynamic-disk API history is linearizable per
 	// disk name (porcupine, diskmodel).
 	InvLinearizable = "linearizable-dynamic-disk-api"
@@ -75,7 +79,7 @@ type SearchConfig struct {
 // Races lists the races (docs/upstream.md) in order.
 var Races = []Race{
 	{Letter: "a", Title: "two concurrent provides of one name both create_disk; one IaaS disk leaks",
-		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvNoLeak},
+		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvExplained, InvNoLeak},
 		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 4, Disks: 1, Mix: "provide=5,delete=3", MaxDelay: time.Second}}},
 	{Letter: "b", Title: "provide of one disk to two VMs: per-VM locks only, so two attach_disk calls",
 		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvAttachElsewhere, InvDiskOnOneVM},

@@ -13,8 +13,6 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/cpilab/cpilab/agent"
-	"github.com/cpilab/cpilab/director"
-	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/simulator/diskmodel"
 	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/simulator/simrt"
@@ -186,19 +184,17 @@ func Simulate(cfg SimConfig) *Outcome {
 		w.Heal()
 		// Liveness: every task ends once faults heal.
 		deadline := s.Now().Add(livenessWait)
-		for {
-			if checkLiveness(listStore[director.Task](w.Store, store.Tasks)) == nil || !s.Now().Before(deadline) || w.Director() == nil {
-				break
-			}
+		for checkLiveness(w.livenessView(wr.givenTasks())) != nil && s.Now().Before(deadline) {
 			s.Sleep(5 * time.Second)
 		}
 		violations = append(violations, w.Violations()...)
 		steps := len(ops)
-		if err := checkLiveness(listStore[director.Task](w.Store, store.Tasks)); err != nil {
-			violations = append(violations, &Violation{Invariant: InvLiveness, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed, Err: err})
+		if err := checkLiveness(w.livenessView(wr.givenTasks())); err != nil {
+			violations = append(violations, &Violation{Invariant: InvLiveness, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed,
+				Err: fmt.Errorf("%w (%s after faults healed)", err, livenessWait)})
 			return
 		}
-		if err := checkers.AtQuiescence(steps, w.QuiescentView(rec.History())); err != nil {
+		if err := checkers.AtQuiescence(steps, w.QuiescentView(rec.History(), wr.givenTasks())); err != nil {
 			violations = append(violations, err.(*Violation))
 		}
 	})

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/director"
-	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/simulator/diskmodel"
 	"github.com/cpilab/cpilab/simulator/faults"
@@ -240,6 +239,16 @@ type opResult struct {
 	outcome diskmodel.Outcome
 	cid     string
 	detail  string
+	// task is the task the Director queued for it (0: none).
+	task int64
+	// final is whether the client saw the task end.
+	final bool
+	// state and taskErr are the task's last state and, when it failed, its
+	// error, as GET /tasks/:id answered.
+	state   director.TaskState
+	taskErr string
+	// refused is the Director's refusal of the request itself (no task).
+	refused error
 }
 
 // runOp issues one op and waits for its task.
@@ -266,24 +275,20 @@ func (w *World) runOp(o Op) opResult {
 	case OpCreate:
 		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: 4, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
 	case OpSilence:
-		for _, in := range listStore[director.Instance](w.Store, store.Instances) {
-			if in.ID == inst && in.AgentID != "" {
-				w.mu.Lock()
-				w.silentUntil[in.AgentID] = w.s.Now().Add(o.For)
-				w.excused[in.AgentID] = true
-				w.mu.Unlock()
-			}
+		if _, agentID, err := w.instanceVM(inst); err == nil && agentID != "" {
+			w.mu.Lock()
+			w.silentUntil[agentID] = w.s.Now().Add(o.For)
+			w.excused[agentID] = true
+			w.mu.Unlock()
 		}
 		return opResult{outcome: diskmodel.OK, detail: "agent silenced"}
 	case OpRecreate, OpRestart, OpStop, OpStart, OpStopHard:
 		state := map[OpKind]string{OpRecreate: "recreate", OpRestart: "restart", OpStop: "stopped", OpStart: "started", OpStopHard: "stopped"}[o.Kind]
 		id, err = d.ChangeInstanceState(directorUser, director.InstanceStateRequest{InstanceID: inst, State: state, Hard: o.Kind == OpStopHard})
 	case OpDeleteVM:
-		var vm string
-		for _, in := range listStore[director.Instance](w.Store, store.Instances) {
-			if in.ID == inst {
-				vm = in.VMCID
-			}
+		vm, _, err := w.instanceVM(inst)
+		if err != nil {
+			return opResult{outcome: diskmodel.Failed, detail: "listing instances: " + err.Error()}
 		}
 		if vm == "" {
 			return opResult{outcome: diskmodel.Failed, detail: "instance has no VM"}
@@ -293,21 +298,33 @@ func (w *World) runOp(o Op) opResult {
 		id, err = d.DeleteDeployment(directorUser, w.Deployment)
 	}
 	if err != nil {
-		return opResult{outcome: diskmodel.Failed, detail: "refused: " + err.Error()}
+		return opResult{outcome: diskmodel.Failed, detail: "refused: " + err.Error(), refused: err}
 	}
 	t, ok := w.WaitTask(id, taskTimeout)
+	res := opResult{task: id, final: ok, state: t.State}
 	switch {
 	case !ok:
-		return opResult{outcome: diskmodel.Unknown, detail: fmt.Sprintf("task %d still %s", id, t.State)}
+		res.outcome, res.detail = diskmodel.Unknown, fmt.Sprintf("task %d still %s", id, t.State)
 	case t.State == director.TaskDone:
-		var res director.DiskResult
-		_ = jsonUnmarshal(t.Result, &res)
-		return opResult{outcome: diskmodel.OK, cid: res.DiskCID, detail: fmt.Sprintf("task %d done", id)}
-	case t.Error == director.ReasonRestarted:
-		return opResult{outcome: diskmodel.Unknown, detail: fmt.Sprintf("task %d: %s", id, t.Error)}
+		var dr director.DiskResult
+		_ = jsonUnmarshal(t.Output, &dr)
+		res.outcome, res.cid, res.detail = diskmodel.OK, dr.DiskCID, fmt.Sprintf("task %d done", id)
+	case t.Result == director.ReasonRestarted:
+		res.outcome, res.detail = diskmodel.Unknown, fmt.Sprintf("task %d: %s", id, t.Result)
 	default:
-		return opResult{outcome: diskmodel.Failed, detail: fmt.Sprintf("task %d %s: %s", id, t.State, t.Error)}
+		res.outcome, res.taskErr = diskmodel.Failed, t.Result
+		res.detail = fmt.Sprintf("task %d %s: %s", id, t.State, t.Result)
 	}
+	return res
+}
+
+// clientOutcome is what the client saw: an invalid, refused or
+// unexplained failure is a failure.
+func clientOutcome(o diskmodel.Outcome) diskmodel.Outcome {
+	if o == diskmodel.Invalid || o == diskmodel.Refused || o == diskmodel.Unexplained {
+		return diskmodel.Failed
+	}
+	return o
 }
 
 // workloadRun runs ops on the world: one logical goroutine per client, the
@@ -322,6 +339,15 @@ type workloadRun struct {
 
 	mu     sync.Mutex     // a leaf lock, never held across a scheduling point
 	latest map[string]int // guarded by mu; disk name → the last operation called on it
+	given  []GivenTask    // guarded by mu; the tasks the Director queued for the ops
+	spans  []span         // guarded by mu; every operation called, in call order
+}
+
+// givenTasks are the tasks the Director queued for the workload so far.
+func (r *workloadRun) givenTasks() []GivenTask {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.given)
 }
 
 // latestCall is the id of the last operation called on the disk name.
@@ -395,7 +421,22 @@ func (r *workloadRun) runOne(o Op) {
 			call(diskmodel.Input{Kind: diskmodel.Delete, Disk: name})
 		}
 	}
+	callAt := w.s.Now()
+	r.mu.Lock()
+	self := len(r.spans)
+	r.spans = append(r.spans, span{op: o, call: callAt})
+	r.mu.Unlock()
 	res := w.runOp(o)
+	retAt := w.s.Now()
+	r.mu.Lock()
+	r.spans[self].task, r.spans[self].ret, r.spans[self].done = res.task, retAt, res.final || res.task == 0
+	if res.task != 0 {
+		r.given = append(r.given, GivenTask{Op: o, ID: res.task})
+	}
+	r.mu.Unlock()
+	if res.outcome == diskmodel.Failed && o.Kind != OpSilence {
+		res.outcome = r.checkExplained(self, o, res, callAt, retAt)
+	}
 	if f := w.cfg.tamper.afterOp; f != nil {
 		f(w, o)
 	}
@@ -404,8 +445,11 @@ func (r *workloadRun) runOne(o Op) {
 		w.checkProvideLink(o.Kind, o.Disk, res.cid)
 	}
 	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid}
-	if !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed {
+	switch {
+	case !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed:
 		out.Outcome = diskmodel.Unknown // a failed VM operation may have detached some disks
+	case !o.Kind.hasDisk() && out.Outcome == diskmodel.Invalid:
+		out.Outcome = diskmodel.Refused // seen from each disk name, a refused VM operation did nothing
 	}
 	for _, id := range ids {
 		r.history.Return(id, out)
@@ -415,7 +459,7 @@ func (r *workloadRun) runOne(o Op) {
 	detail := strings.ReplaceAll(res.detail, w.cfg.DataDir, "$DATA")
 	simrt.Annotate(w.s, fmt.Sprintf("%v: %v (%s)", o, res.outcome, detail))
 	if r.log != nil {
-		r.log(fmt.Sprintf("%v: %v", o, res.outcome))
+		r.log(fmt.Sprintf("%v: %v", o, clientOutcome(res.outcome)))
 	}
 	w.mu.Lock()
 	w.step++

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,6 +72,13 @@ type tamper struct {
 	// afterOp runs when an operation's task has ended, before the checks
 	// that follow it.
 	afterOp func(w *World, o Op)
+	// api wraps each director generation's HTTP API handler: a Director
+	// that answers its users otherwise than its store holds.
+	api func(http.Handler) http.Handler
+	// beforeCPI runs at the start of every CPI call the director makes.
+	beforeCPI func(w *World, method string)
+	// attachVM picks the VM the director's attach_disk of disk names.
+	attachVM func(w *World, vm, disk string) string
 }
 
 // The world's timing, on the virtual clock.
@@ -114,6 +122,7 @@ type World struct {
 	// scheduling point, so taking it is not one.
 	mu          sync.Mutex
 	dir         *director.Director   // nil while crashed
+	api         http.Handler         // dir's HTTP API; nil while crashed
 	gen         int                  // the latest director generation
 	liveGen     int                  // the generation running (0: crashed)
 	faultsOn    bool                 // every seam but the VM seam
@@ -123,7 +132,9 @@ type World struct {
 	lostDisks   map[string]bool      // disk CIDs made by a create_disk whose response was lost
 	oldAgents   map[string]bool      // agent IDs drawn to run an old agent
 	restartVMs  map[string]bool      // agent IDs whose VM restarts on attach
+	quirks      map[string]string    // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
 	silentUntil map[string]time.Time // agent ID → until when it answers nothing
+	fired       []firedFault         // every fault fired, in order, with when and where
 	violations  []*Violation         // the seam checks' violations
 	step        int                  // workload steps done, for violations
 }
@@ -177,7 +188,7 @@ func NewWorld(cfg WorldConfig) (*World, error) {
 	s := cfg.Sim
 	w := &World{cfg: cfg, s: s, knobs: knobs, never: rt.NewEvent(s), vmFaultsOn: cfg.Faults != nil,
 		latency: s.Rand("world/latency"), excused: map[string]bool{}, lostDisks: map[string]bool{},
-		oldAgents: map[string]bool{}, restartVMs: map[string]bool{}, silentUntil: map[string]time.Time{}}
+		oldAgents: map[string]bool{}, restartVMs: map[string]bool{}, quirks: map[string]string{}, silentUntil: map[string]time.Time{}}
 	w.mb = mbus.NewMemory(s)
 	w.mb.SetFault(w.mbusFault)
 	w.hooks = &vmHooks{w: w, agents: map[string]*agent.Agent{}, gen: map[string]int{}, info: map[string]fakeiaas.BootInfo{}}
@@ -229,8 +240,12 @@ func (w *World) startDirector() error {
 	if err != nil {
 		return fmt.Errorf("simulator: starting director generation %d: %w", gen, err)
 	}
+	h, err := newAPIHandler(w, d)
+	if err != nil {
+		return fmt.Errorf("simulator: the API of director generation %d: %w", gen, err)
+	}
 	w.mu.Lock()
-	w.dir = d
+	w.dir, w.api = d, h
 	w.mu.Unlock()
 	return nil
 }
@@ -262,7 +277,7 @@ func (w *World) Crash(down time.Duration) {
 		w.mu.Unlock()
 		return
 	}
-	w.dir = nil
+	w.dir, w.api = nil, nil
 	w.crashes++
 	w.liveGen = 0 // the old generation is dead from here on
 	w.mu.Unlock()
@@ -328,6 +343,19 @@ func (w *World) Heal() {
 }
 
 func (w *World) next(seam faults.Seam, name string) []faults.Fault {
+	return w.nextFor(seam, name, "")
+}
+
+// firedFault is a fault that fired: when, and the agent it concerns ("" for
+// none or unknown).
+type firedFault struct {
+	f     faults.Fault
+	at    time.Time
+	agent string
+}
+
+// nextFor is next for an operation that concerns agent agentID.
+func (w *World) nextFor(seam faults.Seam, name, agentID string) []faults.Fault {
 	w.mu.Lock()
 	on := w.faultsOn || (seam == faults.SeamVM && w.vmFaultsOn)
 	w.mu.Unlock()
@@ -335,8 +363,12 @@ func (w *World) next(seam faults.Seam, name string) []faults.Fault {
 		return nil
 	}
 	fs := w.cfg.Faults.Next(seam, name)
+	now := w.s.Now()
 	for _, f := range fs {
 		simrt.Annotate(w.s, "fault "+f.String())
+		w.mu.Lock()
+		w.fired = append(w.fired, firedFault{f: f, at: now, agent: agentID})
+		w.mu.Unlock()
 	}
 	return fs
 }
@@ -415,7 +447,7 @@ func (w *World) deploy() error {
 		}
 		t, ok := w.WaitTask(id, 10*time.Minute)
 		if !ok || t.State != director.TaskDone {
-			return fmt.Errorf("task %d (%s) ended %s: %s", t.ID, t.Description, t.State, t.Error)
+			return fmt.Errorf("task %d (%s) ended %s: %s", id, t.Description, t.State, t.Result)
 		}
 	}
 	insts, err := d.Instances(w.Deployment)
@@ -429,28 +461,19 @@ func (w *World) deploy() error {
 	return nil
 }
 
-// Task reads a task from the director's store directly (what GET /tasks/:id
-// answers), so it works whatever the director's state.
-func (w *World) Task(id int64) (director.Task, bool) {
-	var t director.Task
-	var ok bool
-	_ = w.Store.View(func(tx store.Tx) error {
-		var err error
-		ok, err = tx.Get(store.Tasks, store.IDKey(id), &t)
-		return err
-	})
-	return t, ok
-}
-
-// WaitTask polls the task until it is final or timeout has passed on the
-// virtual clock; ok is false on time-out.
-func (w *World) WaitTask(id int64, timeout time.Duration) (director.Task, bool) {
+// WaitTask polls GET /tasks/:id until the task is final or timeout has
+// passed on the virtual clock; ok is false on time-out. While the director
+// is down, or the API answers an error, it polls on (as a user's client
+// does); t is then the last answer it had.
+func (w *World) WaitTask(id int64, timeout time.Duration) (t director.TaskView, ok bool) {
 	deadline := w.s.Now().Add(timeout)
 	poll := taskPollInterval
 	for {
-		t, found := w.Task(id)
-		if found && t.State.Final() {
-			return t, true
+		if got, err := w.Task(id); err == nil {
+			t = got
+			if t.State.Final() {
+				return t, true
+			}
 		}
 		if !w.s.Now().Before(deadline) {
 			return t, false
@@ -510,6 +533,9 @@ type faultCPI struct {
 func (c *faultCPI) call(method string, do func() error) error {
 	w := c.w
 	w.checkAlive(c.gen)
+	if f := w.cfg.tamper.beforeCPI; f != nil {
+		f(w, method)
+	}
 	w.cfg.Gates.enter("cpi:" + method)
 	w.s.Sleep(time.Millisecond + time.Duration(w.latency.Int64N(int64(w.cfg.CPILatency))))
 	var lost bool
@@ -540,7 +566,7 @@ func (c *faultCPI) CreateStemcell(ctx context.Context, args cpiv2.CreateStemcell
 
 func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res cpiv2.CreateVMResult, err error) {
 	w := c.w
-	for _, f := range w.next(faults.SeamVM, cpiv2.MethodCreateVM) {
+	for _, f := range w.nextFor(faults.SeamVM, cpiv2.MethodCreateVM, args.AgentID) {
 		w.mu.Lock()
 		switch f.Kind {
 		case faults.AgentOld:
@@ -552,7 +578,10 @@ func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res c
 		w.mu.Unlock()
 	}
 	w.mu.Lock()
-	restart := w.restartVMs[args.AgentID]
+	restart := w.restartVMs[args.AgentID] || w.cfg.VMType == "restarting"
+	if restart {
+		w.quirks[args.AgentID] = "its VM restarts on attach"
+	}
 	w.mu.Unlock()
 	if restart {
 		var props map[string]any
@@ -598,6 +627,9 @@ func (c *faultCPI) DeleteDisk(ctx context.Context, cid cpiv2.DiskCID) error {
 }
 
 func (c *faultCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.DiskCID) (hint cpiv2.DiskHint, err error) {
+	if f := c.w.cfg.tamper.attachVM; f != nil {
+		vm = cpiv2.MustCID[cpiv2.VMKind](f(c.w, vm.String(), disk.String()))
+	}
 	err = c.call(cpiv2.MethodAttachDisk, func() (err error) {
 		c.w.checkAttach(vm.String(), disk.String())
 		hint, err = c.w.cpi.AttachDisk(ctx, vm, disk)
@@ -654,7 +686,7 @@ func (w *World) mbusFault(m mbus.Message) mbus.FaultAction {
 		if silent && w.s.Now().Before(until) {
 			return mbus.FaultAction{Drop: true}
 		}
-		for _, f := range w.next(faults.SeamAgent, method) {
+		for _, f := range w.nextFor(faults.SeamAgent, method, agentID) {
 			w.excuse(agentID)
 			switch f.Kind {
 			case faults.AgentUnresponsive:
@@ -674,7 +706,7 @@ func (w *World) mbusFault(m mbus.Message) mbus.FaultAction {
 		}
 		method = "reply"
 	}
-	for _, f := range w.next(faults.SeamMbus, method) {
+	for _, f := range w.nextFor(faults.SeamMbus, method, agentID) {
 		w.excuse(agentID)
 		switch f.Kind {
 		case faults.MbusLost:
@@ -728,6 +760,7 @@ func (h *vmHooks) boot(bi fakeiaas.BootInfo, gen int) {
 	}
 	if mode == agent.ModeOld {
 		w.excused[bi.AgentID] = true // an old agent explains missing links
+		w.quirks[bi.AgentID] = "it runs an agent without dynamic disks"
 	}
 	w.mu.Unlock()
 	h.mu.Lock()

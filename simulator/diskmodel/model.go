@@ -68,6 +68,18 @@ const (
 	// Unknown: the caller timed out or crashed; the operation may have taken
 	// effect fully, partly or not at all, at any time after its call.
 	Unknown
+	// Invalid: the task failed, without effect, because the request is
+	// invalid where the disk name is (the specification rejects it from the
+	// state, or a Create of a name that exists).
+	Invalid
+	// Refused: the task failed, without effect, with one of the Director's
+	// documented refusals that hold whatever the disk name's state (a
+	// concurrent task holds the name, the instance has no VM, a lock wait
+	// timed out).
+	Refused
+	// Unexplained: the task failed and nothing explains it (no fault on its
+	// path, no invalid request, no documented refusal). No state allows it.
+	Unexplained
 )
 
 // String is "ok", "failed" or "unknown".
@@ -79,6 +91,12 @@ func (o Outcome) String() string {
 		return "failed"
 	case Unknown:
 		return "unknown"
+	case Invalid:
+		return "invalid"
+	case Refused:
+		return "refused"
+	case Unexplained:
+		return "unexplained"
 	}
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
@@ -188,10 +206,15 @@ func effects(s State, in Input) (chain []State, rejected bool) {
 //
 //   - OK: the operation completed; it must not be one the specification
 //     rejects from s, and a reported CID must match the disk's.
-//   - Failed: any prefix of the operation's effects (nothing, a disk created
-//     but not attached, …, or the whole effect when a later step the model
-//     does not track failed, such as the agent's symlink); a failure is
-//     always possible. Unlike Unknown, it took effect before it returned.
+//   - Failed (a fault on its path explains it): any prefix of the
+//     operation's effects (nothing, a disk created but not attached, …, or
+//     the whole effect when a later step the model does not track failed,
+//     such as the agent's symlink). Unlike Unknown, it took effect before
+//     it returned.
+//   - Invalid: no effect, and only where the specification rejects the
+//     operation (or a Create finds the name taken).
+//   - Refused: no effect, from any state.
+//   - Unexplained: impossible.
 //   - Unknown: any prefix, the completed effect included.
 func Step(s State, in Input, out Output) []State {
 	chain, rejected := effects(s, in)
@@ -211,6 +234,15 @@ func Step(s State, in Input, out Output) []State {
 			final.CID = out.CID
 		}
 		return []State{final}
+	case Invalid:
+		if rejected || (in.Kind == Create && s.Exists) {
+			return []State{s}
+		}
+		return nil
+	case Refused:
+		return []State{s}
+	case Unexplained:
+		return nil
 	default: // Failed, Unknown
 		return append([]State{s}, chain...)
 	}

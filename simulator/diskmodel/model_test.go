@@ -29,6 +29,9 @@ const (
 	ok  = diskmodel.OK
 	bad = diskmodel.Failed
 	unk = diskmodel.Unknown
+	inv = diskmodel.Invalid
+	ref = diskmodel.Refused
+	une = diskmodel.Unexplained
 )
 
 var cases = []struct {
@@ -97,6 +100,20 @@ var cases = []struct {
 		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, Del, "d", "", ok, ""), op(1, 5, 6, Det, "d", "", bad, "")}},
 	{"after delete the name is unknown to detach", false, []porcupine.Operation{
 		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, Del, "d", "", ok, ""), op(1, 5, 6, Det, "d", "", ok, "")}},
+	{"an invalid provide: attached to another VM", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, P, "d", "vm2", inv, "")}},
+	{"a provide to a free disk cannot be invalid", false, []porcupine.Operation{
+		op(0, 1, 2, C, "d", "", ok, "c1"), op(1, 3, 4, P, "d", "vm2", inv, "")}},
+	{"an invalid detach: unknown name", true, []porcupine.Operation{op(0, 1, 2, Det, "d", "", inv, "")}},
+	{"a detach of a known name cannot be invalid", false, []porcupine.Operation{
+		op(0, 1, 2, C, "d", "", ok, "c1"), op(0, 3, 4, Det, "d", "", inv, "")}},
+	{"an invalid create: the name exists", true, []porcupine.Operation{
+		op(0, 1, 2, C, "d", "", ok, "c1"), op(0, 3, 4, C, "d", "", inv, "")}},
+	{"a refused provide had no effect", false, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ref, ""), op(1, 3, 4, Det, "d", "", ok, "")}},
+	{"a refusal is allowed from any state", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ref, ""), op(1, 3, 4, P, "d", "vm1", ok, "c1"), op(0, 5, 6, Det, "d", "", ref, "")}},
+	{"an unexplained failure is allowed nowhere", false, []porcupine.Operation{op(0, 1, 2, P, "d", "vm1", une, "")}},
 }
 
 func TestHandMadeHistories(t *testing.T) {

@@ -1,0 +1,217 @@
+package simulator
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cpilab/cpilab/simulator/diskmodel"
+	"github.com/cpilab/cpilab/simulator/faults"
+)
+
+// Every failure explained: a checker outside the system takes each failed
+// operation, as its client saw it (the task's error from GET /tasks/:id,
+// or the Director's refusal of the request), and asks whether a failure is
+// allowed there:
+//
+//   - a documented refusal, whatever the disk name's state: a concurrent
+//     task holds the name, the instance has no active VM, a lock wait timed
+//     out while another live task held the lock (diskmodel.Refused: no
+//     effect);
+//   - an invalid request by the workload: detach or attach of an unknown
+//     name, provide or attach of a disk attached to another instance,
+//     create of a name that exists (diskmodel.Invalid: no effect, and the
+//     linearizability check verifies the name's state made it invalid);
+//   - a fault on its path: the error carries an injected fault, names an
+//     agent that had a fault or runs as the world set it up (an old agent,
+//     a VM that restarts on attach), or a fault fired while the operation
+//     was in flight (or shortly before: its effects outlast it by
+//     faultReach) (diskmodel.Failed: any prefix of the effects).
+//
+// Anything else is a violation of InvExplained naming the task, its error
+// and the operations it overlapped, and the history records it as
+// diskmodel.Unexplained, which no state allows.
+
+// faultReach is how long a fault's effects may outlast it: the Director's
+// agent timeouts (30 s), its lock wait (60 s) and the mbus task timeout
+// (1 min) laid end to end.
+const faultReach = 3 * time.Minute
+
+// refusal is one class of error a task may fail with whatever faults: what
+// the Director answers (upstream's wording, which the reference Director
+// keeps) and how the history records it.
+type refusal struct {
+	re      *regexp.Regexp
+	outcome diskmodel.Outcome
+	why     string
+}
+
+// refusals are the documented refusals, matched against the whole error a
+// user reads in the task (GET /tasks/:id "result"). Each cites where
+// upstream fails so (cloudfoundry/bosh src/bosh-director/lib/bosh/director/
+// jobs/dynamic_disks/*.rb and lock_helper.rb).
+var refusals = []refusal{
+	// detach_dynamic_disk.rb: the name has no disk.
+	{regexp.MustCompile("^disk `[^`]+` can not be found in the database$"), diskmodel.Invalid, "detach of an unknown name"},
+	// attach_dynamic_disk.rb: the name has no disk.
+	{regexp.MustCompile("^disk `[^`]+` not found$"), diskmodel.Invalid, "attach of an unknown name"},
+	// provide/attach_dynamic_disk.rb: the disk is attached to another VM.
+	{regexp.MustCompile("(^|: )disk (`[^`]+` is already )?(is )?attached to a different vm `[^`]+`"), diskmodel.Invalid,
+		"the disk is attached to another instance"},
+	// create_dynamic_disk.rb: the name is taken.
+	{regexp.MustCompile("^disk `[^`]+` already exists$"), diskmodel.Invalid, "create of a name that exists"},
+	// provide/attach: the instance has no active VM (stopped hard, VM deleted, mid-recreate).
+	{regexp.MustCompile("^no active vm found for instance `[^`]+`"), diskmodel.Refused, "the instance has no active VM"},
+	{regexp.MustCompile("^instance `[^`]+` not found$"), diskmodel.Refused, "the instance is gone"},
+	// Another task is working on the name (cpilab's disk states).
+	{regexp.MustCompile(`^dynamic disk "[^"]+" (is \w+ \(task \d+\)|moved to another VM each time)`), diskmodel.Refused,
+		"another task holds the disk name"},
+	// The client found no VM to delete (GET /deployments/:name/instances).
+	{regexp.MustCompile(`^instance has no VM$`), diskmodel.Refused, "the instance has no VM to delete"},
+	// DELETE /vms/:cid of a VM a concurrent recreate replaced.
+	{regexp.MustCompile(`^VM \S+ is no longer the VM of instance \S+$`), diskmodel.Refused, "the VM was replaced"},
+	// lock_helper.rb: a lock wait timed out (the holder is checked below).
+	{lockTimeoutRE, diskmodel.Refused, "a lock wait timed out"},
+}
+
+var (
+	lockTimeoutRE = regexp.MustCompile(`^failed to acquire lock \[[^\]]*\] within \S+ \(held by \[(.*)\]\)$`)
+	holderTaskRE  = regexp.MustCompile(`task (\d+)`)
+)
+
+// span is one operation as its client saw it.
+type span struct {
+	op        Op
+	task      int64
+	call, ret time.Time
+	done      bool
+}
+
+// explanation is the verdict on one failed operation.
+type explanation struct {
+	outcome diskmodel.Outcome // Invalid, Refused, Failed or Unexplained
+	why     string
+}
+
+// explain decides whether the failure of the operation in flight from call
+// to ret, with the error errText, is allowed.
+func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanation {
+	errText := res.taskErr
+	if res.task == 0 {
+		errText = res.detail
+	}
+	for _, rf := range refusals {
+		if !rf.re.MatchString(errText) {
+			continue
+		}
+		if rf.re == lockTimeoutRE {
+			if stale := r.staleHolder(errText, call); stale != "" {
+				return explanation{outcome: diskmodel.Unexplained, why: stale}
+			}
+		}
+		return explanation{outcome: rf.outcome, why: rf.why}
+	}
+	if res.refused != nil {
+		return explanation{outcome: diskmodel.Refused, why: "the Director refused the request"}
+	}
+	if strings.Contains(errText, "injected") {
+		return explanation{outcome: diskmodel.Failed, why: "an injected fault on its path"}
+	}
+	w := r.w
+	w.mu.Lock()
+	fired := w.fired
+	crashes := w.crashes
+	var quirk string
+	for _, id := range slices.Sorted(maps.Keys(w.quirks)) {
+		if quirk == "" && strings.Contains(errText, id) {
+			quirk = fmt.Sprintf("agent %s: %s", id, w.quirks[id])
+		}
+	}
+	w.mu.Unlock()
+	if quirk != "" {
+		return explanation{outcome: diskmodel.Failed, why: quirk}
+	}
+	for _, f := range fired {
+		persistent := f.f.Kind.Seam() == faults.SeamVM
+		if f.agent != "" && strings.Contains(errText, f.agent) && (persistent || !f.at.After(ret)) {
+			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on agent %s", f.f, f.agent)}
+		}
+		if !f.at.After(ret) && f.at.Add(f.f.Duration+faultReach).After(call) {
+			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v while in flight", f.f)}
+		}
+	}
+	if res.task == 0 && crashes > 0 && errText == "director down" {
+		return explanation{outcome: diskmodel.Failed, why: "the director had crashed"}
+	}
+	return explanation{outcome: diskmodel.Unexplained}
+}
+
+// staleHolder is why a lock timeout is not allowed: a task said to hold
+// the lock is one whose client had seen it end before the waiter was
+// called (a lock left behind). "" when every holder may still hold it.
+func (r *workloadRun) staleHolder(errText string, call time.Time) string {
+	m := lockTimeoutRE.FindStringSubmatch(errText)
+	if m == nil {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range holderTaskRE.FindAllStringSubmatch(m[1], -1) {
+		id, _ := strconv.ParseInt(h[1], 10, 64)
+		for _, sp := range r.spans {
+			if sp.task == id && sp.done && sp.ret.Before(call) {
+				return fmt.Sprintf("the lock's holder, task %d (%v), had ended before this operation was called", id, sp.op)
+			}
+		}
+	}
+	return ""
+}
+
+// overlapping lists the operations in flight at some time between call and
+// ret, other than the one at index self.
+func (r *workloadRun) overlapping(self int, call, ret time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for i, sp := range r.spans {
+		if i == self || sp.call.After(ret) || (sp.done && sp.ret.Before(call)) {
+			continue
+		}
+		s := sp.op.String()
+		if sp.task != 0 {
+			s = fmt.Sprintf("task %d (%s)", sp.task, s)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkExplained records the verdict on a failed operation and returns the
+// outcome its history entry gets.
+func (r *workloadRun) checkExplained(self int, o Op, res opResult, call, ret time.Time) diskmodel.Outcome {
+	e := r.explain(o, res, call, ret)
+	if e.outcome != diskmodel.Unexplained {
+		return e.outcome
+	}
+	what := "the request"
+	errText := res.detail
+	if res.task != 0 {
+		what, errText = fmt.Sprintf("task %d", res.task), res.taskErr
+	}
+	msg := fmt.Sprintf("%s (%v) failed: %q; no fault was on its path, the request was valid, and the error is no documented refusal",
+		what, o, strings.ReplaceAll(errText, r.w.cfg.DataDir, "$DATA"))
+	if e.why != "" {
+		msg = fmt.Sprintf("%s (%v) failed: %q; %s", what, o, errText, e.why)
+	}
+	if ov := r.overlapping(self, call, ret); len(ov) > 0 {
+		msg += "; it overlapped " + strings.Join(ov, ", ")
+	} else {
+		msg += "; no other operation overlapped it"
+	}
+	r.w.addViolation(&Violation{Invariant: InvExplained, Phase: AfterStep, Err: fmt.Errorf("%s", msg)})
+	return diskmodel.Unexplained
+}
