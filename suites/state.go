@@ -93,6 +93,7 @@ func (st *state) beginSpec() {
 		st.rec = nil
 		st.recMu.Unlock()
 		r.report(ClauseOf(text))
+		r.reportModel()
 	})
 }
 

@@ -54,6 +54,9 @@ type Exchange struct {
 	Violations []string
 	// RunErr is a failure to run the command at all.
 	RunErr error
+	// Model is what the contract's model made of the call (nil when the
+	// oracle cannot read the whole cloud).
+	Model *ModelCheck
 }
 
 // Response is a decoded CPI response.
@@ -94,6 +97,8 @@ type wire struct {
 	directorUUID string
 	seq          *atomic.Int64
 	observe      func(*Exchange)
+	// frame reads the whole cloud around each call (nil: no model check).
+	frame *framer
 }
 
 type request struct {
@@ -127,7 +132,13 @@ func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, 
 		x.RunErr = fmt.Errorf("encoding %s request: %w", method, err)
 		return x
 	}
-	w.run(ctx, x)
+	if w.frame != nil {
+		fc := w.frame.begin(ctx)
+		w.run(ctx, x)
+		x.Model = w.frame.end(ctx, fc, x)
+	} else {
+		w.run(ctx, x)
+	}
 	if w.observe != nil {
 		w.observe(x)
 	}

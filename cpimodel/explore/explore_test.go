@@ -3,10 +3,12 @@ package explore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cpilab/cpilab/cpimodel"
 	"github.com/cpilab/cpilab/cpimodel/explore"
@@ -182,5 +184,42 @@ func TestModelFindsBugs(t *testing.T) {
 			}
 			t.Fatalf("50 lifecycles never broke the model")
 		})
+	}
+}
+
+// TestExploreShrinksAndReplays: an exploration of a broken CPI fails, the
+// failure is shrunk to a few steps, the same seed gives the same sequence,
+// and the sequence replayed alone fails the same way.
+func TestExploreShrinksAndReplays(t *testing.T) {
+	d := newDriver(t, func(c *refcpi.CPI, cl *fakeiaas.Cloud) cpiv2.CPI { return detachOther{c, cl} })
+	o := explore.Options{Seed: 7, Lifecycles: 30, MaxSteps: 40, ShrinkTime: 10 * time.Second}
+	f1, seed, err := explore.Explore(context.Background(), d, env, o)
+	if err != nil || f1 == nil {
+		t.Fatalf("exploring detach-other-disk: failure %v, err %v", f1, err)
+	}
+	if seed != 7 || f1.Violation.Clause != cpimodel.ClauseFrame {
+		t.Fatalf("seed %d, violation %v", seed, f1.Violation)
+	}
+	t.Logf("shrunk to %d steps:\n%s", len(f1.Steps), f1.Explain())
+	if len(f1.Steps) > 12 {
+		t.Errorf("the failure was not shrunk: %d steps", len(f1.Steps))
+	}
+	f2, _, err := explore.Explore(context.Background(), d, env, o)
+	if err != nil || f2 == nil || fmt.Sprint(f2.Steps) != fmt.Sprint(f1.Steps) {
+		t.Fatalf("the same seed gave another sequence:\n%v\n%v", f1.Steps, f2)
+	}
+	raw, _ := json.Marshal(f1.Replay())
+	var rp explore.Replay
+	if err := json.Unmarshal(raw, &rp); err != nil {
+		t.Fatal(err)
+	}
+	f3, _, err := explore.RunReplay(context.Background(), d, env, rp)
+	if err != nil || f3 == nil || f3.Violation.Clause != f1.Violation.Clause || f3.Violation.Method != f1.Violation.Method {
+		t.Fatalf("the replay did not fail the same way: %v (err %v), want %v", f3, err, f1.Violation)
+	}
+	// The reference CPI passes the same replay.
+	ref := newDriver(t, nil)
+	if f, _, err := explore.RunReplay(context.Background(), ref, env, rp); err != nil || f != nil {
+		t.Fatalf("the reference CPI fails the replay: %v %v", f, err)
 	}
 }
