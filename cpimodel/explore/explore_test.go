@@ -201,7 +201,7 @@ func TestExploreShrinksAndReplays(t *testing.T) {
 		t.Fatalf("seed %d, violation %v", seed, f1.Violation)
 	}
 	t.Logf("shrunk to %d steps:\n%s", len(f1.Steps), f1.Explain())
-	if len(f1.Steps) > 12 {
+	if len(f1.Steps) > 10 {
 		t.Errorf("the failure was not shrunk: %d steps", len(f1.Steps))
 	}
 	f2, _, err := explore.Explore(context.Background(), d, env, o)

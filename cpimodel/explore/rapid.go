@@ -274,6 +274,8 @@ func renumber(s Step, kind string, gone int) Step {
 		var str string
 		var arr []string
 		switch {
+		case !strings.Contains(string(a), `"$`):
+			args[i] = a
 		case json.Unmarshal(a, &str) == nil:
 			args[i], _ = json.Marshal(fix(str))
 		case json.Unmarshal(a, &arr) == nil:
