@@ -148,6 +148,12 @@ var AllClauses = []ClauseDoc{
 	{ClauseSymlink, "/var/vcap/data/dynamic_disks/<disk_cid> on the VM leads to the device the IaaS attached"},
 	{ClauseDataMoves, "data written on a disk is read back on another VM after detach_disk and attach_disk"},
 
+	{ClauseModelEffect, "a successful call has its effect on the object it names (size, cloud_properties, metadata, attachment, snapshot source, tags) and not on another"},
+	{ClauseModelFrame, "a call changes nothing it was not asked to change: other VMs, disks, attachments, devices, metadata, snapshots, stemcells"},
+	{ClauseModelFailedCall, "a call that fails creates nothing (a caller that got an error never learns the CID)"},
+	{ClauseModelAnswers, "answers agree with the cloud and with the request: has_vm, has_disk, get_disks, the CIDs create_* return, create_vm's networks"},
+	{ClauseModelRegistry, "the agent settings in the registry follow the VM's attachments, are not touched for other VMs, and go with the VM"},
+
 	{ClauseSetup, "the setup succeeds: info and, in contract contexts, the shared stemcell, VMs and disks"},
 	{ClauseTeardown, "the context's teardown deletes what it shared"},
 	{ClauseNoLeak, "after clean-up no VM, disk, stemcell or snapshot is left behind"},

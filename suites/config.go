@@ -58,6 +58,9 @@ type Config struct {
 	// lower api_version in info (clause version.required). Setups that cap
 	// the CPI's version on purpose are not concerned. Default 0: any.
 	RequireAPIVersion int
+	// Explore configures the random lifecycles of the explore row
+	// (default: a small seeded budget).
+	Explore Explore
 }
 
 // Target is how to run the CPI under test.

@@ -68,6 +68,7 @@ func describeContract(cfg *Config) {
 		for _, cc := range cfg.withDefaults().Contexts {
 			contractContext(cfg, cc)
 		}
+		describeExplore(cfg)
 	})
 }
 

@@ -94,6 +94,7 @@ func (st *state) beginSpec() {
 		st.recMu.Unlock()
 		r.report(ClauseOf(text))
 		r.checkSecrets()
+		r.reportModel()
 	})
 }
 

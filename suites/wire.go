@@ -59,6 +59,9 @@ type Exchange struct {
 	// Stderr is kept with every secret redacted; shownStdout redacts stdout.
 	Leaks   []string
 	secrets []secret
+	// Model is what the contract's model made of the call (nil when the
+	// oracle cannot read the whole cloud).
+	Model *ModelCheck
 }
 
 // shownStdout is stdout as reports show it: every secret of the CPI's
@@ -111,6 +114,8 @@ type wire struct {
 	// secrets are the credentials of the CPI's config, looked for in
 	// everything the CPI prints (secrets.not-printed).
 	secrets []secret
+	// frame reads the whole cloud around each call (nil: no model check).
+	frame *framer
 }
 
 type request struct {
@@ -144,7 +149,13 @@ func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, 
 		x.RunErr = fmt.Errorf("encoding %s request: %w", method, err)
 		return x
 	}
-	w.run(ctx, x)
+	if w.frame != nil {
+		fc := w.frame.begin(ctx)
+		w.run(ctx, x)
+		x.Model = w.frame.end(ctx, fc, x)
+	} else {
+		w.run(ctx, x)
+	}
 	if w.observe != nil {
 		w.observe(x)
 	}

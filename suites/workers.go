@@ -76,6 +76,9 @@ func shareWeights(cfg Config) (names []string, weights []int) {
 		}
 		names, weights = append(names, r.Name), append(weights, w)
 	}
+	if !cfg.Explore.Off {
+		names, weights = append(names, ExploreRow), append(weights, 4)
+	}
 	return names, weights
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/agent"
+	"github.com/cpilab/cpilab/cpimodel"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/vmssh"
@@ -318,4 +319,15 @@ func (f Files) Open(ctx context.Context, vm suites.VMAccess) (suites.VMFS, error
 		return nil, err
 	}
 	return suites.SFTPFS(c.Client, c), nil
+}
+
+var _ suites.WholeState = Oracle{}
+
+// ModelState reads the whole fake cloud as the contract's model sees it.
+func (o Oracle) ModelState(ctx context.Context) (cpimodel.State, error) {
+	s, err := o.Cloud.State(ctx)
+	if err != nil {
+		return cpimodel.State{}, err
+	}
+	return s.Model(), nil
 }

@@ -44,6 +44,8 @@ type certifyFlags struct {
 	ginkgo []string
 	// set names the flags given on the command line.
 	set map[string]bool
+	// explore are the random lifecycles' flags (certify_explore.go).
+	explore exploreFlags
 }
 
 func (f *certifyFlags) register(fs *flag.FlagSet) {
@@ -64,6 +66,7 @@ func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.verbose, "v", false, "stream Ginkgo's verbose output to stderr")
 	registerCertifyExtra(fs, f)
 	registerCertifyCloud(fs, f)
+	registerCertifyExplore(fs, f)
 }
 
 func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -101,6 +104,9 @@ func (f *certifyFlags) check(fs *flag.FlagSet) error {
 		return usageError(fs, "--cpi and --config exclude each other: --config names its own CPI command")
 	}
 	if err := f.checkCloud(fs); err != nil {
+		return err
+	}
+	if err := f.checkExplore(fs); err != nil {
 		return err
 	}
 	if f.labelFilter != "" {
@@ -237,6 +243,11 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	}
 	if f.failFast {
 		opts.Workers = 1 // stop everything at the first failure, not each worker at its own
+	}
+	if note, err := applyCertifyExplore(&cfg, &opts, f); err != nil {
+		return err
+	} else if note != "" {
+		c.notes = append(c.notes, note)
 	}
 	opts.JSONReport = ginkgoReporterConfig().JSONReport // --ginkgo.json-report: Ginkgo's raw report
 	opts.Timeout = ginkgoSuiteConfig().Timeout

@@ -1,0 +1,215 @@
+package explore
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"pgregory.net/rapid"
+)
+
+// Profiles are the caller profiles a lifecycle runs under.
+var Profiles = []string{"director-current", "director-v2", "cli", "director-v1"}
+
+// methods are the calls a lifecycle draws, most often the ones that move
+// disks about.
+var methods = []string{
+	"attach_disk", "detach_disk", "create_disk", "create_vm", "delete_vm", "reboot_vm",
+	"attach_disk", "detach_disk", "set_vm_metadata", "set_disk_metadata", "get_disks", "has_vm", "has_disk",
+	"resize_disk", "update_disk", "snapshot_disk", "delete_snapshot", "delete_disk", "create_stemcell",
+	"delete_stemcell", "info", "calculate_vm_cloud_properties",
+}
+
+var sizes = []int{1024, 2048, 1, 512, 1025, 3000, 4096, 10240}
+
+var metadata = []map[string]string{
+	{"director": "cpilab", "deployment": "explore", "name": "job/0", "index": "0"},
+	{"job": "db", "id": "6f3c"},
+	{"Name": "Job Upper Case", "created_by": "cpilab"},
+	{},
+}
+
+// gen draws a lifecycle: it counts what the steps so far create, so that
+// references name those objects (or, now and then, one that never
+// existed).
+type gen struct {
+	env     Env
+	profile string
+	made    map[string]int
+	agents  int
+	// attached are the (vm, disk) pairs of the attach_disk steps so far,
+	// which detach_disk mostly picks from.
+	attached [][]json.RawMessage
+}
+
+func (g *gen) ref(t *rapid.T, kind, label string) json.RawMessage {
+	// One reference in ten names an object that never existed; the
+	// others an object the lifecycle made (which may be gone by now).
+	if g.made[kind] == 0 || rapid.IntRange(0, 9).Draw(t, label+" missing") == 9 {
+		return raw("$" + kind + ":missing")
+	}
+	return raw(fmt.Sprintf("$%s:%d", kind, rapid.IntRange(1, g.made[kind]).Draw(t, label)))
+}
+
+func raw(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func (g *gen) versions() []int {
+	var out []int
+	for v := range g.env.Stemcells {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (g *gen) createStemcell(v int) Step {
+	img := g.env.Stemcells[v]
+	args := []json.RawMessage{raw(img.Path), orEmpty(img.CloudProperties)}
+	if apiVersionOf(g.profile, g.env.MaxAPIVersion) >= 3 {
+		args = append(args, raw(map[string]any{"tags": map[string]string{"cpilab_run": g.env.RunID, "purpose": "explore"}}))
+	}
+	g.made["stemcell"]++
+	return Step{Method: "create_stemcell", Args: args, Profile: g.profile}
+}
+
+func orEmpty(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage("{}")
+	}
+	return r
+}
+
+// step draws one step.
+func (g *gen) step(t *rapid.T, label string) Step {
+	m := rapid.SampledFrom(methods).Draw(t, label+" method")
+	s := Step{Method: m, Profile: g.profile}
+	vm := func() json.RawMessage { return g.ref(t, "vm", label+" vm") }
+	disk := func() json.RawMessage { return g.ref(t, "disk", label+" disk") }
+	switch m {
+	case "create_stemcell":
+		vs := g.versions()
+		return g.createStemcell(rapid.SampledFrom(vs).Draw(t, label+" stemcell api_version"))
+	case "delete_stemcell":
+		s.Args = []json.RawMessage{g.ref(t, "stemcell", label+" stemcell")}
+	case "create_vm":
+		g.agents++
+		var locality []string
+		if g.made["disk"] > 0 && rapid.IntRange(0, 3).Draw(t, label+" with disk_cids") == 3 {
+			var l string
+			_ = json.Unmarshal(disk(), &l)
+			locality = []string{l}
+		}
+		if locality == nil {
+			locality = []string{}
+		}
+		s.Args = []json.RawMessage{raw(fmt.Sprintf("%s-agent-%d", g.env.RunID, g.agents)), g.ref(t, "stemcell", label+" stemcell"),
+			orEmpty(g.env.VMCloudProperties), orEmpty(g.env.Networks), raw(locality),
+			raw(map[string]any{"bosh": map[string]any{"group": "explore"}})}
+		g.made["vm"]++
+	case "delete_vm", "reboot_vm", "has_vm", "get_disks":
+		s.Args = []json.RawMessage{vm()}
+	case "set_vm_metadata":
+		s.Args = []json.RawMessage{vm(), raw(rapid.SampledFrom(metadata).Draw(t, label+" metadata"))}
+	case "create_disk":
+		var loc json.RawMessage = json.RawMessage("null")
+		if g.made["vm"] > 0 && rapid.Bool().Draw(t, label+" locality") {
+			loc = vm()
+		}
+		s.Args = []json.RawMessage{raw(rapid.SampledFrom(sizes).Draw(t, label+" size")), orEmpty(g.env.DiskCloudProperties), loc}
+		g.made["disk"]++
+	case "delete_disk", "has_disk", "snapshot_disk":
+		s.Args = []json.RawMessage{disk()}
+		if m == "snapshot_disk" {
+			s.Args = append(s.Args, raw(map[string]string{"deployment": "explore"}))
+			g.made["snapshot"]++
+		}
+	case "attach_disk":
+		s.Args = []json.RawMessage{vm(), disk()}
+		g.attached = append(g.attached, s.Args)
+	case "detach_disk":
+		if len(g.attached) > 0 && rapid.IntRange(0, 3).Draw(t, label+" detach any") > 0 {
+			s.Args = g.attached[len(g.attached)-1-rapid.IntRange(0, len(g.attached)-1).Draw(t, label+" attachment")]
+			break
+		}
+		s.Args = []json.RawMessage{vm(), disk()}
+	case "set_disk_metadata":
+		s.Args = []json.RawMessage{disk(), raw(rapid.SampledFrom(metadata).Draw(t, label+" metadata"))}
+	case "resize_disk":
+		s.Args = []json.RawMessage{disk(), raw(rapid.SampledFrom(sizes).Draw(t, label+" size"))}
+	case "update_disk":
+		s.Args = []json.RawMessage{disk(), raw(rapid.SampledFrom(sizes).Draw(t, label+" size")), orEmpty(g.env.DiskCloudProperties)}
+	case "delete_snapshot":
+		s.Args = []json.RawMessage{g.ref(t, "snapshot", label+" snapshot")}
+	case "calculate_vm_cloud_properties":
+		s.Args = []json.RawMessage{raw(map[string]int{"cpu": 2, "ram": 2048, "ephemeral_disk_size": 4096})}
+	case "info":
+		s.Args = []json.RawMessage{}
+	}
+	return s
+}
+
+// concurrent draws, now and then, a second step to run at the same time
+// as s on other objects of the same kind.
+func (g *gen) concurrent(t *rapid.T, s Step, label string) Step {
+	switch s.Method {
+	case "set_vm_metadata", "has_vm", "get_disks", "reboot_vm":
+	case "attach_disk", "detach_disk", "set_disk_metadata", "has_disk", "create_disk":
+	default:
+		return s
+	}
+	if rapid.IntRange(0, 5).Draw(t, label+" concurrent") != 5 {
+		return s
+	}
+	saved, agents, attached := maps.Clone(g.made), g.agents, g.attached
+	w := g.step(t, label+" with")
+	if w.Method != s.Method || len(w.Args) == 0 || len(w.Args) != len(s.Args) {
+		g.made, g.agents, g.attached = saved, agents, attached
+		return s
+	}
+	// Distinct objects: every reference differs.
+	for i := range w.Args {
+		ref := strings.HasPrefix(string(s.Args[i]), `"$`)
+		if ref && s.Method != "create_disk" && string(w.Args[i]) == string(s.Args[i]) {
+			g.made, g.agents, g.attached = saved, agents, attached
+			return s
+		}
+	}
+	s.With = &w
+	return s
+}
+
+// Draw draws a lifecycle of up to maxSteps steps (after a stemcell of each
+// api_version), under one caller profile.
+func Draw(t *rapid.T, env Env, maxSteps int) []Step {
+	g := &gen{env: env, made: map[string]int{}}
+	g.profile = rapid.SampledFrom(Profiles).Draw(t, "profile")
+	var steps []Step
+	// A stemcell of each api_version, a VM on the first and the last, and
+	// three disks: several objects of each kind from the start.
+	vs := g.versions()
+	for _, v := range vs {
+		steps = append(steps, g.createStemcell(v))
+	}
+	for _, sc := range []int{1, len(vs)} {
+		g.agents++
+		steps = append(steps, Step{Method: "create_vm", Profile: g.profile, Args: []json.RawMessage{
+			raw(fmt.Sprintf("%s-agent-%d", g.env.RunID, g.agents)), raw(fmt.Sprintf("$stemcell:%d", sc)),
+			orEmpty(g.env.VMCloudProperties), orEmpty(g.env.Networks), raw([]string{}), raw(map[string]any{"bosh": map[string]any{"group": "explore"}})}})
+		g.made["vm"]++
+	}
+	for _, size := range []int{1024, 2048, 1024} {
+		steps = append(steps, Step{Method: "create_disk", Profile: g.profile, Args: []json.RawMessage{raw(size), orEmpty(g.env.DiskCloudProperties), json.RawMessage("null")}})
+		g.made["disk"]++
+	}
+	n := rapid.IntRange(1, max(1, maxSteps)).Draw(t, "steps")
+	for i := range n {
+		label := fmt.Sprintf("step %d", i+1)
+		steps = append(steps, g.concurrent(t, g.step(t, label), label))
+	}
+	return steps
+}
