@@ -76,11 +76,11 @@ func callRecord(x *Exchange) CallRecord {
 	return c
 }
 
-// checkSecrets fails the spec when one of its calls printed a secret of
-// the CPI's config (secrets.not-printed): the first such call is named,
-// with the secret redacted everywhere the report shows it.
-func (r *recorder) checkSecrets() {
-	GinkgoHelper()
+// secretViolation records, as a report entry, a violation of
+// secrets.not-printed when one of the spec's calls printed a secret of the
+// CPI's config (the first such call is named, with the secret redacted
+// everywhere the report shows it), and returns it to fail the spec with.
+func (r *recorder) secretViolation() *Violation {
 	r.mu.Lock()
 	var leaky *Exchange
 	for _, x := range r.calls {
@@ -90,10 +90,13 @@ func (r *recorder) checkSecrets() {
 		}
 	}
 	r.mu.Unlock()
-	if leaky != nil {
-		violate(violation(ClauseSecrets, fmt.Sprintf("%s printed a credential of its config (%s); a CPI's log and stderr go to the Director's task debug log, readable by every user of the deployment's team, and its error messages to the task result",
-			leaky.Method, strings.Join(leaky.Leaks, "; ")), leaky))
+	if leaky == nil {
+		return nil
 	}
+	v := violation(ClauseSecrets, fmt.Sprintf("%s printed a credential of its config (%s); a CPI's log and stderr go to the Director's task debug log, readable by every user of the deployment's team, and its error messages to the task result",
+		leaky.Method, strings.Join(leaky.Leaks, "; ")), leaky)
+	AddReportEntry(ReportEntryViolation, v, ReportEntryVisibilityNever)
+	return &v
 }
 
 // strict is Config.Strict of the registered suites (one run per process).

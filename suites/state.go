@@ -93,8 +93,11 @@ func (st *state) beginSpec() {
 		st.rec = nil
 		st.recMu.Unlock()
 		r.report(ClauseOf(text))
-		r.checkSecrets()
+		leak := r.secretViolation()
 		r.reportModel()
+		if leak != nil {
+			Fail(leak.String())
+		}
 	})
 }
 
