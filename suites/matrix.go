@@ -132,147 +132,173 @@ func matrixRow(cfg *Config, r Row) {
 		}()
 
 		if r.Refused {
-			It(ClauseText(ClauseRefused), labels("settings"), func(ctx SpecContext) {
-				if !errors.Is(rr.refusal, ErrRefused) {
-					violate(violation(ClauseRefused, fmt.Sprintf("with debug.cpi.api_version %d the CPI's info reports api_version %d, which the %s caller accepts", r.CPI, rr.st.client.CPIMax, r.Profile.Name), nil))
-				}
-				if !strings.Contains(rr.refusal.Error(), "api_version") {
-					Fail("the refusal does not say why: " + rr.refusal.Error())
-				}
-				AddReportEntry("refusal", rr.refusal.Error())
-			})
+			rr.refusedSpec()
 			return
 		}
 
 		if r.FailsClearly {
-			It(ClauseText(ClauseNoRegistry), labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
-				rr.skipIfRefused()
-				st := rr.st
-				rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
-				// Retried as the Director does: a transient failure is not
-				// the clear refusal this row needs.
-				x := st.createVMAsDirector(ctx, VMRequest{AgentID: st.names.next("agent"), StemcellCID: rr.stemcell,
-					StemcellAPIVersion: r.Stemcell, CloudProperties: st.cfg.Env.VMCloudProperties, Networks: st.cfg.Env.Networks})
-				e := x.Response.Error
-				if e == nil {
-					if cid := salvageCID(x.Response.Result); cid != "" {
-						st.shared.Add(Resource{Kind: KindVM, CID: cid})
-					}
-					violate(violation(ClauseNoRegistry, "create_vm succeeded: the stemcell 1 agent can only read the registry, and there is none", x))
-				}
-				if !e.Type.Known() || strings.TrimSpace(e.Message) == "" {
-					violate(violation(ClauseNoRegistry, fmt.Sprintf("create_vm failed with %s: %q, not a known error type with a message", e.Type, e.Message), x))
-				}
-			})
+			rr.noRegistrySpec()
 			return
 		}
 
-		It(ClauseText(ClauseCreateVM)+" (step 1: stemcell upload, then create_vm)", labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
-			rr.skipIfRefused()
-			st := rr.st
-			rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
-			rr.vm1 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
-		})
+		rr.vmSpecs()
+		rr.diskSpecs()
+	})
+}
 
-		It(ClauseText(ClauseTableRegistry)+" (step 2)", labels("settings"), capOracle, func(ctx SpecContext) {
-			o := rr.needVM1()
-			s, err := o.Settings(ctx, rr.vm1.CID)
-			if err != nil {
-				Fail(fmt.Sprintf("oracle settings: %v", err))
-			}
-			settingsInVM(s)
-			switch {
-			case r.Registry && s.Registry == nil:
-				violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry must hold the settings of %s, it holds none", r.Name, rr.vm1.CID), rr.vm1.X))
-			case r.Registry && agentIDOf(s.Registry) != rr.vm1.AgentID:
-				violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry settings name agent %q, want %q", r.Name, agentIDOf(s.Registry), rr.vm1.AgentID), rr.vm1.X))
-			case !r.Registry && (s.Registry != nil || s.RegistryWrites > 0):
-				violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry must not be updated, it was (%d writes, settings %s)", r.Name, s.RegistryWrites, excerpt(s.Registry)), rr.vm1.X))
-			}
-		})
+// refusedSpec registers the one spec of a row the caller refuses: the
+// refusal must say why.
+func (rr *rowRun) refusedSpec() {
+	r := rr.r
+	It(ClauseText(ClauseRefused), labels("settings"), func(ctx SpecContext) {
+		if !errors.Is(rr.refusal, ErrRefused) {
+			violate(violation(ClauseRefused, fmt.Sprintf("with debug.cpi.api_version %d the CPI's info reports api_version %d, which the %s caller accepts", r.CPI, rr.st.client.CPIMax, r.Profile.Name), nil))
+		}
+		if !strings.Contains(rr.refusal.Error(), "api_version") {
+			Fail("the refusal does not say why: " + rr.refusal.Error())
+		}
+		AddReportEntry("refusal", rr.refusal.Error())
+	})
+}
 
-		It(ClauseText(ClauseTableUserData)+" (step 2)", labels("settings"), capOracle, func(ctx SpecContext) {
-			o := rr.needVM1()
-			s, err := o.Settings(ctx, rr.vm1.CID)
-			if err != nil {
-				Fail(fmt.Sprintf("oracle settings: %v", err))
+// noRegistrySpec registers the one spec of a row whose create_vm must fail
+// clearly (a stemcell 1 agent and no registry).
+func (rr *rowRun) noRegistrySpec() {
+	r := rr.r
+	It(ClauseText(ClauseNoRegistry), labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
+		rr.skipIfRefused()
+		st := rr.st
+		rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
+		// Retried as the Director does: a transient failure is not
+		// the clear refusal this row needs.
+		x := st.createVMAsDirector(ctx, VMRequest{AgentID: st.names.next("agent"), StemcellCID: rr.stemcell,
+			StemcellAPIVersion: r.Stemcell, CloudProperties: st.cfg.Env.VMCloudProperties, Networks: st.cfg.Env.Networks})
+		e := x.Response.Error
+		if e == nil {
+			if cid := salvageCID(x.Response.Result); cid != "" {
+				st.shared.Add(Resource{Kind: KindVM, CID: cid})
 			}
-			settingsInVM(s)
-			got := agentIDOf(s.UserData)
-			switch {
-			case r.UserData && got != rr.vm1.AgentID:
-				violate(violation(ClauseTableUserData, fmt.Sprintf("row %s: user-data must hold the full settings for agent %q, it is %s", r.Name, rr.vm1.AgentID, excerpt(s.UserData)), rr.vm1.X))
-			case !r.UserData && got != "":
-				violate(violation(ClauseTableUserData, fmt.Sprintf("row %s: user-data must not hold the agent settings (the agent cannot use them here), it is %s", r.Name, excerpt(s.UserData)), rr.vm1.X))
-			}
-		})
+			violate(violation(ClauseNoRegistry, "create_vm succeeded: the stemcell 1 agent can only read the registry, and there is none", x))
+		}
+		if !e.Type.Known() || strings.TrimSpace(e.Message) == "" {
+			violate(violation(ClauseNoRegistry, fmt.Sprintf("create_vm failed with %s: %q, not a known error type with a message", e.Type, e.Message), x))
+		}
+	})
+}
 
-		It(ClauseText(ClauseAgentPing)+" (step 3)", labels("agent"), Label("cap:agent"), func(ctx SpecContext) {
-			rr.needVM1()
-			rr.ping(ctx, rr.vm1)
-		})
+// vmSpecs registers steps 1 and 2 of a row: create_vm, and the agent
+// settings where the reference table puts them.
+func (rr *rowRun) vmSpecs() {
+	r := rr.r
+	It(ClauseText(ClauseCreateVM)+" (step 1: stemcell upload, then create_vm)", labels("vm", cpiv2.MethodCreateStemcell, cpiv2.MethodCreateVM), func(ctx SpecContext) {
+		rr.skipIfRefused()
+		st := rr.st
+		rr.stemcell = st.createStemcell(ctx, st.shared, r.Stemcell)
+		rr.vm1 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
+	})
 
-		It(ClauseText(ClauseAgentDisk)+" (step 4: after attach_disk)", labels("disks", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), Label("cap:agent"), func(ctx SpecContext) {
-			rr.needVM1()
-			st := rr.st
-			rr.disk = st.createDisk(ctx, st.shared, st.cfg.Env.DiskSizeMiB, rr.vm1.CID)
-			rr.hint = rr.attachAndResolve(ctx, rr.vm1)
-			rr.linked = true
-		})
+	It(ClauseText(ClauseTableRegistry)+" (step 2)", labels("settings"), capOracle, func(ctx SpecContext) {
+		o := rr.needVM1()
+		s, err := o.Settings(ctx, rr.vm1.CID)
+		if err != nil {
+			Fail(fmt.Sprintf("oracle settings: %v", err))
+		}
+		settingsInVM(s)
+		switch {
+		case r.Registry && s.Registry == nil:
+			violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry must hold the settings of %s, it holds none", r.Name, rr.vm1.CID), rr.vm1.X))
+		case r.Registry && agentIDOf(s.Registry) != rr.vm1.AgentID:
+			violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry settings name agent %q, want %q", r.Name, agentIDOf(s.Registry), rr.vm1.AgentID), rr.vm1.X))
+		case !r.Registry && (s.Registry != nil || s.RegistryWrites > 0):
+			violate(violation(ClauseTableRegistry, fmt.Sprintf("row %s: the registry must not be updated, it was (%d writes, settings %s)", r.Name, s.RegistryWrites, excerpt(s.Registry)), rr.vm1.X))
+		}
+	})
 
-		It(ClauseText(ClauseSymlink)+" (step 5: checked over SFTP)", labels("disks"), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
-			rr.needLinked()
-			fs := rr.open(ctx, rr.vm1)
-			defer fs.Close()
-			rr.target = rr.readLink(fs, rr.vm1)
-			AddReportEntry("dynamic disk link", fmt.Sprintf("%s on %s → %s", rr.disk, rr.vm1.CID, rr.target))
-			if o := rr.st.cfg.Oracle; o != nil {
-				od, ok, err := o.Disk(ctx, rr.disk)
-				if err != nil || !ok {
-					Fail(fmt.Sprintf("oracle disk %s: ok=%v err=%v", rr.disk, ok, err))
-				}
-				wantDev := path.Base(rr.target) == od.Device
-				if od.Path != "" { // a directory disk: the link leads to its bind directory
-					wantDev = rr.target == od.Path
-				}
-				if od.AttachedTo != rr.vm1.CID || !wantDev {
-					violate(violation(ClauseSymlink, fmt.Sprintf("the link on %s leads to %s, but the IaaS attached %s as %q on %q", rr.vm1.CID, rr.target, rr.disk, od.Device, od.AttachedTo), nil))
-				}
-			}
-		})
+	It(ClauseText(ClauseTableUserData)+" (step 2)", labels("settings"), capOracle, func(ctx SpecContext) {
+		o := rr.needVM1()
+		s, err := o.Settings(ctx, rr.vm1.CID)
+		if err != nil {
+			Fail(fmt.Sprintf("oracle settings: %v", err))
+		}
+		settingsInVM(s)
+		got := agentIDOf(s.UserData)
+		switch {
+		case r.UserData && got != rr.vm1.AgentID:
+			violate(violation(ClauseTableUserData, fmt.Sprintf("row %s: user-data must hold the full settings for agent %q, it is %s", r.Name, rr.vm1.AgentID, excerpt(s.UserData)), rr.vm1.X))
+		case !r.UserData && got != "":
+			violate(violation(ClauseTableUserData, fmt.Sprintf("row %s: user-data must not hold the agent settings (the agent cannot use them here), it is %s", r.Name, excerpt(s.UserData)), rr.vm1.X))
+		}
+	})
+}
 
-		It(ClauseText(ClauseDataMoves)+" (step 6)", labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodCreateVM, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
-			rr.needLinked()
-			st := rr.st
-			if rr.target == "" {
-				notChecked("step 5 did not find the link on the first VM")
+// diskSpecs registers steps 3 to 6 of a row: the agent answers,
+// attach_disk and the agent's link, the data read back on a second VM.
+func (rr *rowRun) diskSpecs() {
+	r := rr.r
+	It(ClauseText(ClauseAgentPing)+" (step 3)", labels("agent"), Label("cap:agent"), func(ctx SpecContext) {
+		rr.needVM1()
+		rr.ping(ctx, rr.vm1)
+	})
+
+	It(ClauseText(ClauseAgentDisk)+" (step 4: after attach_disk)", labels("disks", cpiv2.MethodCreateDisk, cpiv2.MethodAttachDisk), Label("cap:agent"), func(ctx SpecContext) {
+		rr.needVM1()
+		st := rr.st
+		rr.disk = st.createDisk(ctx, st.shared, st.cfg.Env.DiskSizeMiB, rr.vm1.CID)
+		rr.hint = rr.attachAndResolve(ctx, rr.vm1)
+		rr.linked = true
+	})
+
+	It(ClauseText(ClauseSymlink)+" (step 5: checked over SFTP)", labels("disks"), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+		rr.needLinked()
+		fs := rr.open(ctx, rr.vm1)
+		defer fs.Close()
+		rr.target = rr.readLink(fs, rr.vm1)
+		AddReportEntry("dynamic disk link", fmt.Sprintf("%s on %s → %s", rr.disk, rr.vm1.CID, rr.target))
+		if o := rr.st.cfg.Oracle; o != nil {
+			od, ok, err := o.Disk(ctx, rr.disk)
+			if err != nil || !ok {
+				Fail(fmt.Sprintf("oracle disk %s: ok=%v err=%v", rr.disk, ok, err))
 			}
-			rr.marker = []byte(st.names.next("marker") + "\n")
-			file, off := rr.markerFile(ctx, rr.target)
-			fs := rr.open(ctx, rr.vm1)
-			if err := fs.WriteAt(file, rr.marker, off); err != nil {
-				fs.Close()
-				Fail(fmt.Sprintf("writing through %s on %s over SFTP: %v", rr.target, rr.vm1.CID, err))
+			wantDev := path.Base(rr.target) == od.Device
+			if od.Path != "" { // a directory disk: the link leads to its bind directory
+				wantDev = rr.target == od.Path
 			}
+			if od.AttachedTo != rr.vm1.CID || !wantDev {
+				violate(violation(ClauseSymlink, fmt.Sprintf("the link on %s leads to %s, but the IaaS attached %s as %q on %q", rr.vm1.CID, rr.target, rr.disk, od.Device, od.AttachedTo), nil))
+			}
+		}
+	})
+
+	It(ClauseText(ClauseDataMoves)+" (step 6)", labels("data", cpiv2.MethodDetachDisk, cpiv2.MethodCreateVM, cpiv2.MethodAttachDisk), Label("cap:ssh", "cap:agent"), func(ctx SpecContext) {
+		rr.needLinked()
+		st := rr.st
+		if rr.target == "" {
+			notChecked("step 5 did not find the link on the first VM")
+		}
+		rr.marker = []byte(st.names.next("marker") + "\n")
+		file, off := rr.markerFile(ctx, rr.target)
+		fs := rr.open(ctx, rr.vm1)
+		if err := fs.WriteAt(file, rr.marker, off); err != nil {
 			fs.Close()
-			rr.agentRelease(ctx, rr.vm1)
-			st.detach(ctx, st.shared, rr.vm1.CID, rr.disk)
-			rr.vm2 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
-			rr.ping(ctx, rr.vm2)
-			rr.attachAndResolve(ctx, rr.vm2)
-			fs2 := rr.open(ctx, rr.vm2)
-			defer fs2.Close()
-			target2 := rr.readLink(fs2, rr.vm2)
-			file2, off2 := rr.markerFile(ctx, target2)
-			got, err := fs2.ReadAt(file2, len(rr.marker), off2)
-			if err != nil {
-				Fail(fmt.Sprintf("reading %s on %s over SFTP: %v", target2, rr.vm2.CID, err))
-			}
-			if string(got) != string(rr.marker) {
-				violate(violation(ClauseDataMoves, fmt.Sprintf("wrote %q through %s on %s; after detach and attach %s on %s reads %q", rr.marker, rr.target, rr.vm1.CID, target2, rr.vm2.CID, got), nil))
-			}
-		})
-
+			Fail(fmt.Sprintf("writing through %s on %s over SFTP: %v", rr.target, rr.vm1.CID, err))
+		}
+		fs.Close()
+		rr.agentRelease(ctx, rr.vm1)
+		st.detach(ctx, st.shared, rr.vm1.CID, rr.disk)
+		rr.vm2 = st.createVM(ctx, st.shared, rr.stemcell, r.Stemcell)
+		rr.ping(ctx, rr.vm2)
+		rr.attachAndResolve(ctx, rr.vm2)
+		fs2 := rr.open(ctx, rr.vm2)
+		defer fs2.Close()
+		target2 := rr.readLink(fs2, rr.vm2)
+		file2, off2 := rr.markerFile(ctx, target2)
+		got, err := fs2.ReadAt(file2, len(rr.marker), off2)
+		if err != nil {
+			Fail(fmt.Sprintf("reading %s on %s over SFTP: %v", target2, rr.vm2.CID, err))
+		}
+		if string(got) != string(rr.marker) {
+			violate(violation(ClauseDataMoves, fmt.Sprintf("wrote %q through %s on %s; after detach and attach %s on %s reads %q", rr.marker, rr.target, rr.vm1.CID, target2, rr.vm2.CID, got), nil))
+		}
 	})
 }
 
