@@ -90,6 +90,35 @@ var Kinds = []Kind{CPIError, LostResponse, Latency, DirectorCrash, AgentUnrespon
 
 var seams = []Seam{SeamStep, SeamCPI, SeamAgent, SeamMbus, SeamVM}
 
+// A kind listed in Kinds but not classified in kinds (its seam, whether it
+// takes a duration), or the other way round, or classified on an unknown
+// seam, stops every program at start, as pebble's errorfs does for an
+// operation left unclassified: a fault nobody can inject or parse is never
+// silently drawn.
+func init() {
+	if err := checkClassified(Kinds, kinds); err != nil {
+		panic(err)
+	}
+}
+
+func checkClassified(list []Kind, classified map[Kind]kindInfo) error {
+	for _, k := range list {
+		info, ok := classified[k]
+		if !ok {
+			return fmt.Errorf("faults: kind %q is listed in Kinds but not classified", k)
+		}
+		if !slices.Contains(seams, info.seam) {
+			return fmt.Errorf("faults: kind %q is classified on unknown seam %q", k, info.seam)
+		}
+	}
+	for k := range classified {
+		if !slices.Contains(list, k) {
+			return fmt.Errorf("faults: kind %q is classified but missing from Kinds", k)
+		}
+	}
+	return nil
+}
+
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { _, ok := kinds[k]; return ok }
 
