@@ -280,6 +280,15 @@ func (f *Face) rebuild(ctx context.Context) error {
 		}
 		f.containers[c.Name] = c
 	}
+	// The live state of the running containers' endpoints (addresses) is
+	// the face's memory only: give it back, in name order.
+	for _, name := range sortedKeys(f.containers) {
+		if c := f.containers[name]; c.Running {
+			if eps, err := f.connectLocked(c); err == nil {
+				c.Endpoints = eps
+			}
+		}
+	}
 	return nil
 }
 
