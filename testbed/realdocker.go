@@ -485,6 +485,9 @@ func (o RealDockerOracle) starts(ctx context.Context, id string) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound { // a daemon without events (the face): cannot tell
+		return 0, nil
+	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("GET /events: %s", resp.Status)
 	}

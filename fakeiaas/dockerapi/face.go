@@ -430,6 +430,8 @@ func (f *Face) Handler() http.Handler {
 	route("GET /images/{name...}", f.imageInspect)
 	route("DELETE /images/{name...}", f.imageRemove)
 	route("POST /containers/create", f.containerCreate)
+	route("GET /containers/json", f.containerList)
+	route("GET /images/json", f.imageList)
 	route("GET /containers/{name}/json", f.containerInspect)
 	route("POST /containers/{name}/start", f.containerStart)
 	route("POST /containers/{name}/kill", f.containerKill)
