@@ -22,13 +22,16 @@ build:
 # make test: vet, format check, unit and suite tests (with a throw-away
 # PostgreSQL cluster, installed from the distribution's packages when
 # missing), the catalog of buggy CPIs (each certified by a default run),
-# race tests (-short), short fuzz.
+# race tests (-short), short fuzz. The tests comparing the Docker face with a
+# real Docker daemon start a private one (scripts/dockerd.sh, docker.io from
+# the distribution's packages) and skip, saying why, where none can run.
 test: build vet fmt
 	./scripts/postgres.sh run $(MAKE) --no-print-directory test-steps
 
 # test-steps: the go test steps of make test, all on the one PostgreSQL
 # cluster make test starts (CPILAB_TEST_POSTGRES); run make test instead.
 test-steps:
+	@./scripts/dockerd.sh probe
 	$(GO) test -count=1 -timeout 20m -skip '^TestCertifyCatalog$$' $(PKGS)
 	$(GO) test -count=1 -timeout 25m -run '^TestCertifyCatalog$$' ./cmd/cpilab/
 	$(GO) test -count=1 -race -short -timeout 20m $$($(GO) list $(RACE_PKGS) 2>/dev/null)

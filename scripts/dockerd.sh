@@ -11,6 +11,9 @@
 #   scripts/dockerd.sh stop DIR    stops it (containers killed) and removes DIR
 #   scripts/dockerd.sh run CMD…    start, run CMD with CPILAB_REAL_DOCKER_HOST
 #                                  set to the host, stop; exits with CMD's status
+#   scripts/dockerd.sh probe       start and stop one, and say whether the tests
+#                                  that need a real daemon will run here, or why not
+#                                  (always exits 0: make test goes on without them)
 #
 # The daemon touches nothing of the machine's networking: no iptables rules,
 # no default bridge (--iptables=false --ip6tables=false --bridge=none); user
@@ -112,6 +115,15 @@ stop() {
 case "${1:-}" in
   start) start "$2" ;;
   stop) stop "$2" ;;
+  probe)
+    dir=$(mktemp -d /tmp/cpilab-dockerd.XXXXXX)
+    if err=$(start "$dir" 2>&1 >/dev/null); then
+      echo "dockerd.sh: a private Docker daemon starts here: the tests comparing the Docker face with it run"
+    else
+      echo "dockerd.sh: no real Docker daemon here, the tests that need one skip: ${err//$'\n'/ }"
+    fi
+    stop "$dir"
+    ;;
   run)
     shift
     dir=$(mktemp -d /tmp/cpilab-dockerd.XXXXXX)
@@ -119,5 +131,5 @@ case "${1:-}" in
     host=$(start "$dir")
     CPILAB_REAL_DOCKER_HOST=$host "$@"
     ;;
-  *) echo "usage: $0 start DIR | stop DIR | run CMD…" >&2; exit 2 ;;
+  *) echo "usage: $0 start DIR | stop DIR | run CMD… | probe" >&2; exit 2 ;;
 esac

@@ -200,12 +200,20 @@ func apiLess(a, b string) bool {
 // Docker CPI (command) against the real Docker daemon d: the CPI's config
 // names d and its API version (CPIAPIVersion), the stemcells are small
 // runnable root file systems (RunnableDockerStemcell), and the oracle is
-// d's own state (RealDockerOracle). There are no agents, no SFTP and no
-// fault injection on a real daemon: those specs are not checked.
+// d's own state (RealDockerOracle), seen through a proxy that notes what
+// the CPI made and injects the faults (RealDockerFaults). There are no
+// agents and no SFTP on a real daemon: those specs are not checked.
 func (t *Testbed) RealDockerSuiteConfig(command []string, d *RealDocker) (suites.Config, error) {
+	if t.dockerProxy == nil {
+		px, err := StartDockerProxy(d, filepath.Join(t.cfg.Dir, "docker-proxy.sock"))
+		if err != nil {
+			return suites.Config{}, err
+		}
+		t.dockerProxy = px
+	}
 	p := filepath.Join(t.cfg.Dir, "config", "docker-cpi-real.json")
 	cfg := map[string]any{"Actions": map[string]any{
-		"Docker": map[string]any{"host": d.Host, "api_version": d.CPIAPIVersion()},
+		"Docker": map[string]any{"host": t.dockerProxy.Host(), "api_version": d.CPIAPIVersion()},
 		"Agent":  map[string]any{"mbus": t.NATS.URL(), "ntp": []string{}},
 	}}
 	b, err := json.MarshalIndent(cfg, "", "  ")
@@ -232,7 +240,8 @@ func (t *Testbed) RealDockerSuiteConfig(command []string, d *RealDocker) (suites
 	return suites.Config{
 		CPI:    dockerCPITarget(command, p),
 		Env:    dockerEnvironment(stemcells),
-		Oracle: RealDockerOracle{Docker: d, VolumeSizeMiB: dockerapi.DefaultVolumeSizeMiB},
+		Oracle: RealDockerOracle{Docker: d, VolumeSizeMiB: dockerapi.DefaultVolumeSizeMiB, Proxy: t.dockerProxy},
+		Faults: RealDockerFaults{Proxy: t.dockerProxy},
 	}, nil
 }
 
@@ -358,9 +367,17 @@ type RealDockerOracle struct {
 	// face gives its volumes (dockerapi.DefaultVolumeSizeMiB), and the
 	// size specs judge a CPI the same way on both.
 	VolumeSizeMiB int
+	// Proxy, when set, is the proxy the CPI reaches the daemon through:
+	// the inventory is then what the CPI made through it (a daemon shared
+	// by a run's workers holds the others' objects too).
+	Proxy *DockerProxy
 }
 
 var _ suites.Oracle = RealDockerOracle{}
+
+func (o RealDockerOracle) mine(kind, name string) bool {
+	return o.Proxy == nil || o.Proxy.Made(kind, name)
+}
 
 // UnseenCloudProperties: as DockerOracle.
 func (o RealDockerOracle) UnseenCloudProperties() string {
@@ -371,7 +388,7 @@ func (o RealDockerOracle) UnseenCloudProperties() string {
 func (o RealDockerOracle) FixedMetadata() string { return DockerOracle{}.FixedMetadata() }
 
 // Inventory lists the daemon's containers (all, running or not), volumes
-// and tagged images.
+// and tagged images: those the CPI made through Proxy, when set.
 func (o RealDockerOracle) Inventory(ctx context.Context) (suites.Inventory, error) {
 	var inv suites.Inventory
 	var cs []struct{ Names []string }
@@ -379,7 +396,7 @@ func (o RealDockerOracle) Inventory(ctx context.Context) (suites.Inventory, erro
 		return inv, err
 	}
 	for _, c := range cs {
-		if len(c.Names) > 0 {
+		if len(c.Names) > 0 && o.mine("container", strings.TrimPrefix(c.Names[0], "/")) {
 			inv.VMs = append(inv.VMs, strings.TrimPrefix(c.Names[0], "/"))
 		}
 	}
@@ -388,7 +405,9 @@ func (o RealDockerOracle) Inventory(ctx context.Context) (suites.Inventory, erro
 		return inv, err
 	}
 	for _, v := range vs.Volumes {
-		inv.Disks = append(inv.Disks, v.Name)
+		if o.mine("volume", v.Name) {
+			inv.Disks = append(inv.Disks, v.Name)
+		}
 	}
 	var ims []struct{ RepoTags []string }
 	if _, err := o.Docker.get(ctx, "/images/json", &ims); err != nil {
@@ -396,7 +415,7 @@ func (o RealDockerOracle) Inventory(ctx context.Context) (suites.Inventory, erro
 	}
 	for _, im := range ims {
 		for _, t := range im.RepoTags {
-			if t != "<none>:<none>" {
+			if t != "<none>:<none>" && o.mine("image", t) {
 				inv.Stemcells = append(inv.Stemcells, t)
 			}
 		}
@@ -466,6 +485,9 @@ func (o RealDockerOracle) starts(ctx context.Context, id string) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound { // a daemon without events (the face): cannot tell
+		return 0, nil
+	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("GET /events: %s", resp.Status)
 	}

@@ -84,12 +84,15 @@ type Testbed struct {
 	NATS   *mbus.Embedded
 	SSH    *vmssh.Server
 	// Docker is the Docker face (nil unless Config.Docker).
-	Docker  *dockerapi.Server
-	signer  ssh.Signer
-	keys    *vmssh.AuthorizedKeys
-	agents  *agent.Fleet // nil with NoAgents
-	mbusTr  *mbus.NATS
-	mbusCli *mbus.Client
+	Docker *dockerapi.Server
+	// dockerProxy is the proxy to a real Docker daemon
+	// (RealDockerSuiteConfig), nil when none.
+	dockerProxy *DockerProxy
+	signer      ssh.Signer
+	keys        *vmssh.AuthorizedKeys
+	agents      *agent.Fleet // nil with NoAgents
+	mbusTr      *mbus.NATS
+	mbusCli     *mbus.Client
 
 	mu      sync.Mutex
 	configs map[CPISetup]string // guarded by mu
@@ -250,6 +253,9 @@ func (t *Testbed) Close() error {
 	}
 	if t.Docker != nil {
 		errs = append(errs, t.Docker.Close())
+	}
+	if t.dockerProxy != nil {
+		errs = append(errs, t.dockerProxy.Close())
 	}
 	if t.mbusCli != nil {
 		errs = append(errs, t.mbusCli.Close())

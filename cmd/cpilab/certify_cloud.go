@@ -119,7 +119,7 @@ func (f *certifyFlags) startCloud(cpi string) (*testbed.Testbed, suites.Config, 
 // cloudNote describes the embedded cloud for the run's notes.
 func (f *certifyFlags) cloudNote(tb *testbed.Testbed) string {
 	if d := f.realDocker; d != nil {
-		return fmt.Sprintf("real Docker daemon %s (API %s) at %s; the CPI is configured for API %s; the oracle reads the daemon (containers, volumes, images, events, the settings file by exec); no cpilab agents, SFTP or fault injection there: those specs are not checked", d.Version, d.APIVersion, d.Host, d.CPIAPIVersion())
+		return fmt.Sprintf("real Docker daemon %s (API %s) at %s; the CPI is configured for API %s; the CPI reaches it through a proxy that notes what it makes and injects the faults; the oracle reads the daemon (containers, volumes, images, events, the settings file by exec); no cpilab agents or SFTP there: those specs are not checked", d.Version, d.APIVersion, d.Host, d.CPIAPIVersion())
 	}
 	n := fmt.Sprintf("embedded fakeiaas at %s, NATS at %s, SFTP at %s", tb.URL(), tb.MbusURL(), tb.SSH.Addr())
 	if tb.Docker != nil {

@@ -166,6 +166,9 @@ func TestCertifyCloudFlag(t *testing.T) {
 		{args: []string{"--cloud", "docker", "--config", "cloud.yml"}, want: "--cloud docker and --config exclude each other"},
 		{args: []string{"--cloud", "docker"}, want: "--cloud docker needs --cpi PATH"},
 		{args: []string{"--cloud", "docker", "--cpi", "/bin/true"}, env: "sideways", want: dockerDefectEnv + `="sideways"`},
+		{args: []string{"--docker-host", "unix:///x.sock"}, want: "--docker-host and --docker-api-version need --cloud docker"},
+		{args: []string{"--cloud", "docker", "--cpi", "/bin/true", "--docker-host", "tcp://127.0.0.1:2375"}, want: `--docker-host "tcp://127.0.0.1:2375": want unix:///PATH`},
+		{args: []string{"--cloud", "docker", "--cpi", "/bin/true", "--docker-api-version", "latest"}, want: `--docker-api-version "latest": want MAJOR.MINOR`},
 	} {
 		t.Setenv(dockerDefectEnv, tc.env)
 		var out, errb bytes.Buffer

@@ -339,6 +339,54 @@ func (f *Face) containerInspect(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// containerList serves GET /containers/json (all=1: stopped ones too;
+// filters {"volume": [NAME]}: those mounting that volume): each with its
+// Id, Names, State and volume Mounts, the fields an oracle reads.
+func (f *Face) containerList(w http.ResponseWriter, r *http.Request) error {
+	var filters map[string][]string
+	if s := r.URL.Query().Get("filters"); s != "" {
+		if err := json.Unmarshal([]byte(s), &filters); err != nil {
+			return errorf(http.StatusBadRequest, "GET /containers/json: filters %q is not JSON: %v", s, err)
+		}
+	}
+	for k := range filters {
+		if k != "volume" {
+			return errorf(http.StatusBadRequest, "invalid filter '%s': cpilab's Docker face filters containers by volume only", k)
+		}
+	}
+	all := boolParam(r, "all")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []container.Summary{}
+	for _, name := range sortedKeys(f.containers) {
+		c := f.containers[name]
+		if !all && !c.Running {
+			continue
+		}
+		var mounts []container.MountPoint
+		match := len(filters["volume"]) == 0
+		for _, b := range c.Bound {
+			mounts = append(mounts, container.MountPoint{Type: mount.TypeVolume, Name: b.Volume, Destination: b.Target, Driver: "local", RW: true})
+			for _, v := range filters["volume"] {
+				match = match || v == b.Volume
+			}
+		}
+		if !match {
+			continue
+		}
+		state := container.StateExited
+		if !c.Started {
+			state = container.StateCreated
+		}
+		if c.Running {
+			state = container.StateRunning
+		}
+		out = append(out, container.Summary{ID: c.VM.String(), Names: []string{"/" + c.Name}, Image: c.Config.Image, State: state, Mounts: mounts})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func firstArg(a []string) string {
 	if len(a) == 0 {
 		return ""

@@ -282,6 +282,15 @@ func (f *Face) rebuild(ctx context.Context) error {
 		}
 		f.containers[c.Name] = c
 	}
+	// The live state of the running containers' endpoints (addresses) is
+	// the face's memory only: give it back, in name order.
+	for _, name := range sortedKeys(f.containers) {
+		if c := f.containers[name]; c.Running {
+			if eps, err := f.connectLocked(c); err == nil {
+				c.Endpoints = eps
+			}
+		}
+	}
 	return nil
 }
 
@@ -423,6 +432,8 @@ func (f *Face) Handler() http.Handler {
 	route("GET /images/{name...}", f.imageInspect)
 	route("DELETE /images/{name...}", f.imageRemove)
 	route("POST /containers/create", f.containerCreate)
+	route("GET /containers/json", f.containerList)
+	route("GET /images/json", f.imageList)
 	route("GET /containers/{name}/json", f.containerInspect)
 	route("POST /containers/{name}/start", f.containerStart)
 	route("POST /containers/{name}/kill", f.containerKill)

@@ -241,7 +241,11 @@ func TestVersionPrefixAndUnknownRoutes(t *testing.T) {
 	}
 	env.c.wantError(http.StatusBadRequest, "GET", "/v1.99/_ping", nil, "client version 1.99 is too new. Maximum supported API version is 1.52")
 	env.c.wantError(http.StatusBadRequest, "GET", "/v1.12/_ping", nil, "client version 1.12 is too old. Minimum supported API version is 1.24, please upgrade your client to a newer version")
-	env.c.wantError(http.StatusNotFound, "GET", "/v1.44/containers/json", nil, "page not found: cpilab's Docker face does not serve GET /containers/json (docs/docker.md lists what it serves)")
+	env.c.wantError(http.StatusNotFound, "GET", "/v1.44/networks", nil, "page not found: cpilab's Docker face does not serve GET /networks (docs/docker.md lists what it serves)")
+	if out := env.c.want(http.StatusOK, "GET", "/v1.44/containers/json?all=1", nil, nil); strings.TrimSpace(string(out)) != "[]" {
+		t.Errorf("GET /containers/json on an empty face: %s", out)
+	}
+	env.c.wantError(http.StatusBadRequest, "GET", `/v1.44/containers/json?filters={"label":["x"]}`, nil, "invalid filter 'label': cpilab's Docker face filters containers by volume only")
 	env.c.wantError(http.StatusNotFound, "POST", "/v1.44/swarm/init", nil, "page not found: cpilab's Docker face does not serve POST /swarm/init (docs/docker.md lists what it serves)")
 	var v struct{ ApiVersion, MinAPIVersion string }
 	env.c.want(http.StatusOK, "GET", "/version", nil, &v)

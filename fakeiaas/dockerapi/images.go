@@ -147,6 +147,19 @@ func (f *Face) imageInspect(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// imageList serves GET /images/json: each image with its Id and RepoTags.
+func (f *Face) imageList(w http.ResponseWriter, r *http.Request) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []image.Summary{}
+	for _, ref := range sortedKeys(f.images) {
+		im := f.images[ref]
+		out = append(out, image.Summary{ID: im.Stemcell.String(), RepoTags: []string{im.Ref}, RepoDigests: []string{}, Labels: map[string]string{}})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (f *Face) imageRemove(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	f.mu.Lock()

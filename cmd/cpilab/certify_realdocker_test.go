@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/testbed"
+)
+
+// realDockerHost starts a private Docker daemon with scripts/dockerd.sh
+// (installing docker.io when missing), or uses CPILAB_REAL_DOCKER_HOST; it
+// skips the test, saying why, when neither can be had.
+func realDockerHost(t *testing.T) string {
+	t.Helper()
+	if h := os.Getenv("CPILAB_REAL_DOCKER_HOST"); h != "" {
+		return h
+	}
+	if testing.Short() {
+		t.Skip("-short: not starting a real Docker daemon (scripts/dockerd.sh)")
+	}
+	dir, err := os.MkdirTemp("", "cpilab-dockerd-") // short: a socket path has 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dockerd.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("scripts/dockerd.sh stop: %v: %s", err, out)
+		}
+	})
+	var stderr bytes.Buffer
+	cmd := exec.Command(script, "start", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("no real Docker daemon: scripts/dockerd.sh start failed (%v): %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// realDockerRows are the rows the comparison certifies: a whole contract
+// row and a reference-table row (the whole suite takes minutes on a real
+// daemon; these cover every clause the Docker CPI breaks).
+const realDockerRows = "row:director-v2.api2 || row:d2.c2.s2"
+
+// TestCertifyDockerRealDaemon: the upstream Docker CPI certified against a
+// real Docker daemon (--docker-host: the oracle reads the daemon) gets the
+// verdict it gets on the face serving the daemon's API version
+// (--docker-api-version), spec by spec, and neither names
+// errors.delete-disk-missing. The specs only the face can check (its
+// agents) are the difference, each not checked on the daemon with its
+// reason.
+func TestCertifyDockerRealDaemon(t *testing.T) {
+	cpi := dockerCPIPath(t)
+	host := realDockerHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	d, err := testbed.DialDocker(ctx, host)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := d.CPIAPIVersion()
+	dir := buildCPIs(t)
+	faceJS, realJS := filepath.Join(t.TempDir(), "face.json"), filepath.Join(t.TempDir(), "real.json")
+	code, stdout, stderr := certify(t, dir, "--cpi", cpi, "--cloud", "docker", "--docker-api-version", api,
+		"--label-filter", realDockerRows, "--json-report", faceJS)
+	if code != exitRejected {
+		t.Fatalf("certify on the face at API %s exited %d, want %d\nstdout:\n%s\nstderr:\n%s", api, code, exitRejected, stdout, stderr)
+	}
+	code, stdout, stderr = certify(t, dir, "--cpi", cpi, "--cloud", "docker", "--docker-host", host,
+		"--label-filter", realDockerRows, "--json-report", realJS)
+	if code != exitRejected {
+		t.Fatalf("certify on the real daemon exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitRejected, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "real Docker daemon") {
+		t.Errorf("the run does not say it used the real daemon:\n%s", stdout)
+	}
+	face, real := readReport(t, faceJS), readReport(t, realJS)
+
+	type key struct{ row, clause, name string }
+	states := func(r *suites.CertifyReport) map[key]string {
+		m := map[key]string{}
+		for _, s := range r.Specs {
+			m[key{s.Row, s.Clause, s.Name}] = s.State
+		}
+		return m
+	}
+	fs, rs := states(face), states(real)
+	checked := func(s string) bool { return s == suites.StatePassed || s == suites.StateFailed }
+	both, faceOnly := 0, 0
+	for k, f := range fs {
+		r, ok := rs[k]
+		switch {
+		case !ok:
+			t.Errorf("spec %q ran on the face but not on the real daemon", k.name)
+		case checked(f) && checked(r):
+			both++
+			if f != r {
+				t.Errorf("row %s, clause %s: %s on the face, %s on the real daemon (%s)", k.row, k.clause, f, r, k.name)
+			}
+		case checked(r):
+			t.Errorf("row %s, clause %s: checked on the real daemon (%s) but %s on the face", k.row, k.clause, r, f)
+		case checked(f):
+			faceOnly++
+			if !slices.Contains([]string{suites.ClauseAgentPing, suites.ClauseAgentDisk, suites.ClauseSymlink, suites.ClauseDataMoves}, k.clause) {
+				t.Errorf("row %s, clause %s: checked on the face (%s), not on the real daemon; only the agent and VM file steps may differ", k.row, k.clause, f)
+			}
+		}
+	}
+	if both < 30 {
+		t.Errorf("only %d specs were checked on both: the comparison says too little", both)
+	}
+	fb, rb := brokenClauses(face), brokenClauses(real)
+	for _, c := range rb {
+		if !slices.Contains(fb, c) {
+			t.Errorf("clause %s broken on the real daemon, not on the face", c)
+		}
+	}
+	for _, r := range []*suites.CertifyReport{face, real} {
+		if slices.Contains(brokenClauses(r), suites.ClauseDeleteDisk) {
+			t.Errorf("a run names %s: DELETE /volumes/<missing>?force=1 is 204 on Docker", suites.ClauseDeleteDisk)
+		}
+	}
+	t.Logf("API %s (daemon %s %s): %d specs checked on both, the same; %d on the face only (agents); broken on both: %v", api, d.Version, d.APIVersion, both, faceOnly, rb)
+}
