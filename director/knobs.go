@@ -110,6 +110,12 @@ type Knobs struct {
 	// Reference: every task by default (verbose=1 filters), at most 100,
 	// and a limit outside 1..MaxTaskListLimit is refused with 400.
 	TaskListAsUpstream bool
+	// DiskTasksWithoutDeployment: provide, create and attach tasks record
+	// no deployment, so their deployment is null and GET
+	// /tasks?deployment= does not find them (upstream's
+	// dynamic_disks_controller.rb enqueues without one, job_queue.rb:7).
+	// Reference: the deployment of the instance (or of the request).
+	DiskTasksWithoutDeployment bool
 	// DiskScopesCannotReadTasks: a token holding only dynamic-disk scopes
 	// gets 401 on GET /tasks/:id (upstream tasks_controller.rb needs
 	// bosh.read or admin). Reference: it may read the tasks it queued, so a
@@ -202,6 +208,7 @@ func Profile(name string) (Knobs, error) {
 			TruncateTaskResult:              true,
 			TaskDebugNeedsAdmin:             true,
 			TaskListAsUpstream:              true,
+			DiskTasksWithoutDeployment:      true,
 			DiskScopesCannotReadTasks:       true,
 			AnyDiskName:                     true,
 			MalformedJSONServerError:        true,

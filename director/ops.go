@@ -83,7 +83,7 @@ func (d *Director) Provide(user string, req ProvideRequest) (int64, error) {
 	if err := checkMetadataLimits(req.Metadata); err != nil {
 		return 0, err
 	}
-	return d.enqueue(user, jobProvide, d.deploymentOf(req.InstanceID), "provide dynamic disk", req)
+	return d.enqueue(user, jobProvide, d.diskTaskDeployment(d.deploymentOf(req.InstanceID)), "provide dynamic disk", req)
 }
 
 // CreateDynamicDisk queues POST /dynamic_disks. A missing deployment, AZ
@@ -114,7 +114,7 @@ func (d *Director) CreateDynamicDisk(user string, req CreateDiskRequest) (int64,
 	if dep == "" {
 		dep = d.deploymentOf(req.InstanceID)
 	}
-	return d.enqueue(user, jobCreate, dep, "create dynamic disk", req)
+	return d.enqueue(user, jobCreate, d.diskTaskDeployment(dep), "create dynamic disk", req)
 }
 
 // AttachDynamicDisk queues POST /dynamic_disks/:disk_name/attach.
@@ -131,7 +131,16 @@ func (d *Director) AttachDynamicDisk(user string, req AttachRequest) (int64, err
 	if err := checkMetadataLimits(req.Metadata); err != nil {
 		return 0, err
 	}
-	return d.enqueue(user, jobAttach, d.deploymentOf(req.InstanceID), "attach dynamic disk", req)
+	return d.enqueue(user, jobAttach, d.diskTaskDeployment(d.deploymentOf(req.InstanceID)), "attach dynamic disk", req)
+}
+
+// diskTaskDeployment is the deployment a provide, create or attach task is
+// recorded with: dep, or none under DiskTasksWithoutDeployment.
+func (d *Director) diskTaskDeployment(dep string) string {
+	if d.cfg.Knobs.DiskTasksWithoutDeployment {
+		return ""
+	}
+	return dep
 }
 
 // DetachDynamicDisk queues POST /dynamic_disks/:disk_name/detach. An unknown

@@ -390,3 +390,25 @@ func TestAPILocksAsUpstream(t *testing.T) {
 		}
 	})
 }
+
+// Under DiskTasksWithoutDeployment a provide task's deployment is null,
+// as upstream's controller enqueues it; the reference records the
+// instance's deployment.
+func TestKnobDiskTasksWithoutDeployment(t *testing.T) {
+	bothWays(t, func(k *director.Knobs) { k.DiskTasksWithoutDeployment = true }, func(t *testing.T, upstream bool, k director.Knobs) {
+		a := newAPIWorld(t, worldOpts{knobs: k})
+		task := a.done(a.provide("d", 0))
+		status, b := a.call(t, a.token(t), route{method: "GET", path: "/tasks/" + itoa(int(task.ID))})
+		var raw map[string]json.RawMessage
+		if status != http.StatusOK || json.Unmarshal(b, &raw) != nil {
+			t.Fatalf("GET /tasks/%d = %d %s", task.ID, status, b)
+		}
+		want := `"` + a.insts[0].Deployment + `"`
+		if upstream {
+			want = "null"
+		}
+		if string(raw["deployment"]) != want {
+			t.Errorf("provide task's deployment = %s; want %s", raw["deployment"], want)
+		}
+	})
+}
