@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -594,6 +595,8 @@ func TestDirectorBugCatalog(t *testing.T) {
 			t.Errorf("the bug %q (%s) is accepted:\n%s", e.Name, e.Story, text.String())
 		case !e.Legal && (sum.Violated == 0 || sum.HarnessErrors > 0):
 			t.Errorf("the bug %q is rejected for a harness error, not a violation:\n%s", e.Name, text.String())
+		case !e.Legal && !cites(sum, e.Clauses):
+			t.Errorf("the bug %q is rejected, but no violation cites its clauses %q:\n%s", e.Name, e.Clauses, text.String())
 		default:
 			t.Logf("%s (legal %v): %d passed, %d failed, %d not checked", e.Name, e.Legal, sum.Passed, sum.Failed, sum.Skipped)
 		}
@@ -601,6 +604,18 @@ func TestDirectorBugCatalog(t *testing.T) {
 	if bugs < 12 || legal < 4 {
 		t.Errorf("the catalog holds %d bugs and %d legal variants; want at least 12 and 4", bugs, legal)
 	}
+}
+
+// cites reports whether a violation of sum cites one of clauses.
+func cites(sum dynamicdisks.Summary, clauses []string) bool {
+	for _, sp := range sum.Specs {
+		for _, v := range sp.Violations {
+			if slices.Contains(clauses, v.Clause) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // childSummary runs the suite against a lab director of profile in a child
