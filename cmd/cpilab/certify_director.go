@@ -41,6 +41,10 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&cloud, "cloud", "", "URL of the `cpilab fakeiaas` the director runs on (its --cpi-config): the IaaS oracle and the gates that hold create_disk and create_vm")
 	fs.StringVar(&cloudSSH, "cloud-ssh", "", "that fake cloud's SFTP address (`cpilab fakeiaas` prints it), to read the agents' disk links")
 	fs.StringVar(&cloudSSHKey, "cloud-ssh-key", "", "that fake cloud's SSH client key file (`cpilab fakeiaas` prints it)")
+	explore := fs.Bool("explore", false, "explore: 50 random lifecycles of about 30 requests over the model (default: one seeded lifecycle of about 8)")
+	fs.IntVar(&cfg.Explore.Runs, "explore-runs", 0, "the number of random lifecycles (overrides --explore's 50; -1: none)")
+	fs.IntVar(&cfg.Explore.Steps, "explore-steps", 0, "the average number of requests of one lifecycle")
+	fs.Uint64Var(&cfg.Explore.Seed, "explore-seed", 0, "the seed of the first lifecycle (default 1); a failure's rapid.seed=N replays with --explore-seed N --explore-runs 1")
 	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
 	fs.StringVar(&opts.LabelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter")
 	fs.StringVar(&opts.JUnitReport, "junit-report", "", "write a JUnit report to this file")
@@ -51,6 +55,14 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	if instances != "" {
 		cfg.Instances = strings.Split(instances, ",")
+	}
+	if *explore {
+		if cfg.Explore.Runs == 0 {
+			cfg.Explore.Runs = 50
+		}
+		if cfg.Explore.Steps == 0 {
+			cfg.Explore.Steps = 30
+		}
 	}
 	if msg := certifyDirectorUsage(cfg, instances); msg != "" {
 		fmt.Fprintf(stderr, "cpilab certify-director: %s\n", msg)

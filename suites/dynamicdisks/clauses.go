@@ -36,5 +36,6 @@ const (
 	ClauseModelDeployments  = "dynamic disks model: attach across deployments is refused; provide across deployments attaches (upstream) or is refused"
 	ClauseModelMany         = "dynamic disks model: GET /dynamic_disks lists every disk, more than any page size, each with its metadata"
 	ClauseScopeMatrix       = "dynamic disks: every scope on every route: each bosh.dynamic-disks.* scope grants its own routes only (provide needs create and attach), bosh.read none, admin all; no or a forged token → 401"
+	ClauseExplore           = "dynamic disks model: random lifecycles (provide, create, attach, detach, DELETE over a few names, instances in two AZs and deployments, and none) get only the answers the model allows, the state matching it after each"
 	ClauseSetup             = "(harness) the suite can set up: log in, deploy, find two instances with VMs"
 )

@@ -55,6 +55,9 @@ type Config struct {
 	// (see Setup.SecondInstances); empty with Deployment set: the
 	// cross-deployment spec is not checked.
 	SecondDeployment string
+	// Explore bounds the explore spec's random lifecycles (default: one
+	// seeded lifecycle of about 8 requests).
+	Explore Explore
 	// ManyDisks is how many disks the model's list spec makes at once, to
 	// pass any page size of GET /dynamic_disks. Default 105.
 	ManyDisks int
@@ -256,6 +259,7 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 4
 	}
+	c.Explore = c.Explore.withDefaults()
 	if c.ManyDisks <= 0 {
 		c.ManyDisks = 105
 	}

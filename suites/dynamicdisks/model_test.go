@@ -117,3 +117,22 @@ func TestAuthorized(t *testing.T) {
 		}
 	}
 }
+
+// A users file gives the scope matrix the user holding exactly each scope
+// set; a user with more scopes is no set's.
+func TestScopeCredentialsFor(t *testing.T) {
+	users := append([]director.User{
+		{Name: "all-disks", Password: "p", Scopes: director.DiskScopes},
+		{Name: "lister", Password: "q", Scopes: []string{director.ScopeDisksList, director.ScopeDisksList}},
+	}, ScopeUsers("s-", "pw")...)
+	got := ScopeCredentialsFor(users)
+	if len(got) != len(ScopeSets) {
+		t.Fatalf("%d scope sets with credentials; want %d: %v", len(got), len(ScopeSets), got)
+	}
+	if c := got[director.ScopeDisksList]; c.Username != "lister" || c.Password != "q" {
+		t.Errorf("the list set's user is %+v; want lister, the first holding exactly it", c)
+	}
+	if c := got["create+attach"]; c.Username != "s-create-attach" {
+		t.Errorf("the create+attach set's user is %+v", c)
+	}
+}

@@ -47,6 +47,7 @@ func describe(cfg *Config, base context.Context) *run {
 		scopeSpecs(r)
 		inputSpecs(r)
 		concurrencySpecs(r)
+		exploreSpecs(r)
 		It(ClauseCleanup, labels("cleanup", "detach", "delete"), func(sctx SpecContext) {
 			if err := r.t.cleanup(r.ctx(sctx)); err != nil {
 				violatef(ClauseCleanup, nil, "%v", err)

@@ -57,14 +57,16 @@ func modelSpecs(r *run) {
 		// existing unattached disk, the clauses ClauseProvideIdempotent and
 		// ClauseProvideUnattached name.)
 		steps := []Op{
-			{Kind: OpProvide, Name: one, Instance: a.ID, Pool: pool, SizeMiB: size, Metadata: map[string]string{"cpilab-run": r.cfg.RunID, "v": "1"}},
+			// Sizes other than the pool's: a director taking the pool's
+			// size instead of disk_size shows it in the list.
+			{Kind: OpProvide, Name: one, Instance: a.ID, Pool: pool, SizeMiB: size + 2, Metadata: map[string]string{"cpilab-run": r.cfg.RunID, "v": "1"}},
 			// Metadata changed: the list must show the new metadata.
 			{Kind: OpProvide, Name: one, Instance: a.ID, Pool: pool, SizeMiB: size, Metadata: map[string]string{"cpilab-run": r.cfg.RunID, "v": "2", "added": "yes"}},
 			// No metadata: the disk keeps what it had; another size changes nothing.
 			{Kind: OpProvide, Name: one, Instance: a.ID, Pool: pool, SizeMiB: size + 1},
 			{Kind: OpProvide, Name: one, Instance: b.ID, Pool: pool, SizeMiB: size},
 			{Kind: OpCreate, Name: one, Deployment: r.deployment, AZ: a.AZ, Pool: pool, SizeMiB: size},
-			{Kind: OpCreate, Name: two, Deployment: r.deployment, AZ: a.AZ, Pool: pool, SizeMiB: size, Metadata: map[string]string{"made-by": "create"}},
+			{Kind: OpCreate, Name: two, Deployment: r.deployment, AZ: a.AZ, Pool: pool, SizeMiB: size + 3, Metadata: map[string]string{"made-by": "create"}},
 			{Kind: OpAttach, Name: two, Instance: b.ID},
 			{Kind: OpAttach, Name: two, Instance: a.ID},
 			{Kind: OpProvide, Name: two, Instance: a.ID, Pool: pool, SizeMiB: size},

@@ -40,6 +40,9 @@ func (v Violation) String() string {
 // violate fails the current spec with v.
 func violate(v Violation) {
 	GinkgoHelper()
+	if failHook != nil {
+		failHook(v)
+	}
 	AddReportEntry(ReportEntryViolation, v, ReportEntryVisibilityNever)
 	Fail(v.String())
 }
