@@ -22,10 +22,11 @@ func init() {
 }
 
 type certifyCSIFlags struct {
-	endpoint, nodeEndpoint, driver, backend, catalog string
-	labelFilter, focus                               string
-	junit, jsonReport, html                          string
-	verbose                                          bool
+	endpoint, nodeEndpoint, nodeRoot, driver, backend string
+	catalog, params                                   string
+	labelFilter, focus                                string
+	junit, jsonReport, html                           string
+	verbose                                           bool
 }
 
 func (f certifyCSIFlags) reports() reportPaths {
@@ -37,6 +38,8 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var f certifyCSIFlags
 	fs.StringVar(&f.endpoint, "endpoint", "", "certify the already running driver at this controller endpoint, unix:///path (csi-sanity only: --backend none)")
 	fs.StringVar(&f.nodeEndpoint, "node-endpoint", "", "with --endpoint: the node plugin's endpoint (default: the same)")
+	fs.StringVar(&f.nodeRoot, "node-root", "", "with --endpoint: the node plugin's filesystem root as seen from here (a cpilab VM root), inside which csi-sanity makes its staging and target paths (default: paths on this host)")
+	fs.StringVar(&f.params, "params", "", "with --endpoint: CreateVolume parameters for csi-sanity, k=v,k=v (e.g. diskPool=dynamic)")
 	fs.StringVar(&f.driver, "driver", "", "a CSI driver executable taking bosh-csi's flags (--mode, --endpoint, --config, --log-file), started on the embedded world (default: bosh-csi next to cpilab or on PATH, else the one built into cpilab)")
 	fs.StringVar(&f.catalog, "catalog-driver", "", "certify a driver of the project's catalog of buggy and legal CSI drivers, by name (what the certifier is tested against)")
 	fs.StringVar(&f.backend, "backend", "", "bosh: the driver stores volumes as the director's dynamic disks (BOSH checks made; default without --endpoint); none: csi-sanity only (default with --endpoint)")
@@ -60,8 +63,8 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return usageError(fs, "--backend must be %s or %s, not %q", csisuite.BackendBOSH, csisuite.BackendNone, f.backend)
 	case f.endpoint != "" && f.backend == csisuite.BackendBOSH:
 		return usageError(fs, "--endpoint with --backend bosh: the BOSH checks need the driver started by certify-csi on its embedded world (give --driver PATH instead, or --backend none)")
-	case f.endpoint == "" && f.nodeEndpoint != "":
-		return usageError(fs, "--node-endpoint needs --endpoint")
+	case f.endpoint == "" && (f.nodeEndpoint != "" || f.nodeRoot != "" || f.params != ""):
+		return usageError(fs, "--node-endpoint, --node-root and --params need --endpoint")
 	case f.endpoint != "" && (f.driver != "" || f.catalog != ""):
 		return usageError(fs, "--endpoint certifies a running driver: it excludes --driver and --catalog-driver")
 	case f.driver != "" && f.catalog != "":
@@ -70,7 +73,20 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := f.reports().check(fs); err != nil {
 		return err
 	}
-	rc := csisuite.RunConfig{Backend: f.backend, Endpoint: f.endpoint, NodeEndpoint: f.nodeEndpoint, EnvOut: stdout}
+	rc := csisuite.RunConfig{Backend: f.backend, Endpoint: f.endpoint, NodeEndpoint: f.nodeEndpoint, NodeRoot: f.nodeRoot, EnvOut: stdout}
+	if f.params != "" {
+		rc.Params = map[string]string{}
+		for _, kv := range strings.Split(f.params, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return usageError(fs, "--params %q: want k=v,k=v; %q has no =", f.params, kv)
+			}
+			rc.Params[k] = v
+		}
+	}
+	if f.nodeRoot != "" && !filepath.IsAbs(f.nodeRoot) {
+		return usageError(fs, "--node-root %q must be an absolute path", f.nodeRoot)
+	}
 	target := f.endpoint
 	switch {
 	case f.catalog != "":
@@ -177,7 +193,7 @@ func dedup(in []string) []string {
 func csiRerunCommand(f certifyCSIFlags) func(focus string) string {
 	return func(focus string) string {
 		parts := []string{"cpilab", "certify-csi"}
-		for _, fl := range [][2]string{{"--endpoint", f.endpoint}, {"--node-endpoint", f.nodeEndpoint}, {"--driver", f.driver}, {"--catalog-driver", f.catalog}} {
+		for _, fl := range [][2]string{{"--endpoint", f.endpoint}, {"--node-endpoint", f.nodeEndpoint}, {"--node-root", f.nodeRoot}, {"--params", f.params}, {"--driver", f.driver}, {"--catalog-driver", f.catalog}} {
 			if fl[1] != "" {
 				parts = append(parts, fl[0], shellWord(fl[1]))
 			}

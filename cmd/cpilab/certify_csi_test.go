@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cpilab/cpilab/suites/csisuite"
+	"github.com/cpilab/cpilab/suites/flex"
 )
 
 // certifyCSI runs `cpilab certify-csi args…` in its own process (Ginkgo
@@ -78,5 +83,36 @@ func TestCertifyCSIUsage(t *testing.T) {
 		if code, out, errs := certifyCSI(t, args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2\n%s\n%s", args, code, out, errs)
 		}
+	}
+}
+
+// --endpoint certifies a driver already running (here bosh-csi on an
+// embedded world this test starts, its node plugin on node-0's VM root):
+// csi-sanity passes, the BOSH checks are reported as not checked.
+func TestCertifyCSIEndpointRunsSanityOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "csie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	env, err := flex.StartEnv(ctx, flex.EnvConfig{Dir: filepath.Join(dir, "w"), Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	drv, err := csisuite.StartDriver(ctx, env, csisuite.Launch{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	code, out, errs := certifyCSI(t, "--endpoint", drv.Controller, "--node-endpoint", drv.Nodes[0], "--node-root", env.Nodes[0].Root,
+		"--params", "diskPool="+env.DiskPool)
+	if code != 0 || !strings.Contains(out, "ACCEPTED: ") {
+		t.Fatalf("exit %d; want 0 and ACCEPTED:\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "✔ csi.sanity: Node Service should work") || !strings.Contains(out, "– csi.publish.node:") {
+		t.Errorf("want csi-sanity passed and the BOSH checks not checked:\n%s", out)
 	}
 }

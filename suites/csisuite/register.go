@@ -29,6 +29,11 @@ type RunConfig struct {
 	// (BackendNone only): the controller's socket and the node plugin's
 	// (default the same). Staging and target paths are then on this host.
 	Endpoint, NodeEndpoint string
+	// NodeRoot, with Endpoint, is the node plugin's filesystem root as
+	// this host sees it (a cpilab VM root, for a driver with the vmroot
+	// mounter): csi-sanity's staging and target paths are made inside it.
+	// Default: this host's paths, in WorkDir.
+	NodeRoot string
 	// Params are CreateVolume's parameters in csi-sanity (default: the
 	// embedded world's disk pool with a BOSH backend).
 	Params map[string]string
@@ -67,8 +72,10 @@ func Register(rc *RunConfig) bool {
 			if node == "" {
 				node = rc.Endpoint
 			}
-			scfg = SanityConfig(rc.Endpoint, node, "", rc.Params)
-			scfg.StagingPath, scfg.TargetPath = filepath.Join(rc.WorkDir, "staging"), filepath.Join(rc.WorkDir, "target")
+			scfg = SanityConfig(rc.Endpoint, node, rc.NodeRoot, rc.Params)
+			if rc.NodeRoot == "" {
+				scfg.StagingPath, scfg.TargetPath = filepath.Join(rc.WorkDir, "staging"), filepath.Join(rc.WorkDir, "target")
+			}
 			return
 		}
 		env, err := flex.StartEnv(ctx, flex.EnvConfig{Dir: filepath.Join(rc.WorkDir, "w"), Nodes: 2, Out: rc.EnvOut})
