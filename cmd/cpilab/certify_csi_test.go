@@ -15,12 +15,17 @@ import (
 )
 
 // certifyCSI runs `cpilab certify-csi args…` in its own process (Ginkgo
-// runs once per process) with an empty PATH: the driver is the bosh-csi
-// built into cpilab.
+// runs once per process) with only path on PATH (empty: an empty
+// directory, so the driver is the bosh-csi built into cpilab).
 func certifyCSI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return certifyCSIWithPath(t, t.TempDir(), args...)
+}
+
+func certifyCSIWithPath(t *testing.T, path string, args ...string) (int, string, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"certify-csi"}, args...)...)
-	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+t.TempDir())
+	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+path)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -32,12 +37,21 @@ func certifyCSI(t *testing.T, args ...string) (int, string, string) {
 	return 0, out.String(), errb.String()
 }
 
-// With no flags, certify-csi certifies bosh-csi on the embedded world:
-// csi-sanity and every BOSH check pass, and the reports carry the clauses.
+// With no flags, certify-csi certifies the bosh-csi executable it finds
+// on PATH (started as processes, with configs it writes) on the embedded
+// world: csi-sanity and every BOSH check pass, and the reports carry the
+// clauses.
 func TestCertifyCSIAcceptsBoshCSI(t *testing.T) {
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "bosh-csi"), "github.com/cpilab/cpilab/cmd/bosh-csi").CombinedOutput(); err != nil {
+		t.Fatalf("go build bosh-csi: %v\n%s", err, out)
+	}
 	rep := t.TempDir()
 	js, junit := filepath.Join(rep, "r.json"), filepath.Join(rep, "r.xml")
-	code, out, errs := certifyCSI(t, "--json-report", js, "--junit-report", junit)
+	code, out, errs := certifyCSIWithPath(t, bin, "--json-report", js, "--junit-report", junit)
+	if !strings.Contains(out, "certifying CSI driver "+filepath.Join(bin, "bosh-csi")) {
+		t.Errorf("the driver certified is not the executable on PATH:\n%s", out)
+	}
 	if code != 0 || !strings.Contains(out, "ACCEPTED: ") {
 		t.Fatalf("exit %d; want 0 and ACCEPTED:\n%s\n%s", code, out, errs)
 	}
