@@ -130,3 +130,41 @@ func TestCertifyCSIEndpointRunsSanityOnly(t *testing.T) {
 		t.Errorf("want csi-sanity passed and the BOSH checks not checked:\n%s", out)
 	}
 }
+
+// --endpoint --world: a driver someone else started on an embedded world
+// (here bosh-csi on a world this test starts and describes in a world
+// file) gets csi-sanity and the BOSH checks; the Director outage check is
+// not made, as certify-csi cannot cut a Director the driver reaches
+// directly.
+func TestCertifyCSIEndpointWithWorldMakesTheBOSHChecks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "csiw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	env, err := flex.StartEnv(ctx, flex.EnvConfig{Dir: filepath.Join(dir, "w"), Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	world := filepath.Join(dir, "world.json")
+	if err := csisuite.WriteWorld(world, env); err != nil {
+		t.Fatal(err)
+	}
+	drv, err := csisuite.StartDriver(ctx, env, csisuite.Launch{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	code, out, errs := certifyCSI(t, "--endpoint", drv.Controller, "--node-endpoint", strings.Join(drv.Nodes, ","), "--world", world)
+	if code != 0 || !strings.Contains(out, "ACCEPTED: ") {
+		t.Fatalf("exit %d; want 0 and ACCEPTED:\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"✔ csi.sanity: Node Service should work", "✔ csi.publish.node:", "✔ csi.data.moves:", "✔ csi.token.disk-scopes:", "– csi.fault.director-down:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
