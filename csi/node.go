@@ -58,6 +58,17 @@ func (d *Driver) resolve(p string) (string, error) {
 	return filepath.EvalSymlinks(p)
 }
 
+// sameDevice reports whether two device paths name one device (the
+// agent's link and what it points at are the same device).
+func (d *Driver) sameDevice(a, b string) bool {
+	ra, errA := d.resolve(a)
+	rb, errB := d.resolve(b)
+	if errA == nil && errB == nil {
+		return ra == rb
+	}
+	return path.Clean(a) == path.Clean(b)
+}
+
 // mountOf returns the mount at node path p (nil: not a mount point).
 func (d *Driver) mountOf(p string) (*mount.MountPoint, error) {
 	ms, err := d.deps.Mounter.List()
@@ -167,7 +178,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if m, err := d.mountOf(staging); err != nil {
 		return nil, d.internal("NodeStageVolume %s: reading mounts: %v", id, err)
 	} else if m != nil {
-		if m.Device != device {
+		if !d.sameDevice(m.Device, device) {
 			return nil, status.Errorf(codes.AlreadyExists, "NodeStageVolume %s: %s is already a mount of %s, not of %s", id, staging, m.Device, device)
 		}
 		return &csi.NodeStageVolumeResponse{}, nil
@@ -262,7 +273,10 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if m, err := d.mountOf(target); err != nil {
 		return nil, d.internal("NodePublishVolume %s: reading mounts: %v", id, err)
 	} else if m != nil {
-		if m.Device != staging || slices.Contains(m.Opts, "ro") != ro {
+		// The mount table names a bind mount's source by the staging path
+		// (vmroot) or by the device under it (/proc/mounts): the options
+		// say whether it is the mount asked for.
+		if slices.Contains(m.Opts, "ro") != ro {
 			return nil, status.Errorf(codes.AlreadyExists, "NodePublishVolume %s: %s is already mounted from %s (options %v), not as asked", id, target, m.Device, m.Opts)
 		}
 		return &csi.NodePublishVolumeResponse{}, nil

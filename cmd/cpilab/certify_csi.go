@@ -14,6 +14,7 @@ import (
 	"github.com/cpilab/cpilab/fixtures/csidrivers"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/suites/csisuite"
+	"github.com/cpilab/cpilab/suites/flex"
 	"github.com/onsi/ginkgo/v2/types"
 )
 
@@ -22,10 +23,11 @@ func init() {
 }
 
 type certifyCSIFlags struct {
-	endpoint, nodeEndpoint, driver, backend, catalog string
-	labelFilter, focus                               string
-	junit, jsonReport, html                          string
-	verbose                                          bool
+	endpoint, nodeEndpoint, nodeRoot, driver, backend string
+	catalog, params, world, serveWorld                string
+	labelFilter, focus                                string
+	junit, jsonReport, html                           string
+	verbose                                           bool
 }
 
 func (f certifyCSIFlags) reports() reportPaths {
@@ -37,9 +39,13 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var f certifyCSIFlags
 	fs.StringVar(&f.endpoint, "endpoint", "", "certify the already running driver at this controller endpoint, unix:///path (csi-sanity only: --backend none)")
 	fs.StringVar(&f.nodeEndpoint, "node-endpoint", "", "with --endpoint: the node plugin's endpoint (default: the same)")
+	fs.StringVar(&f.nodeRoot, "node-root", "", "with --endpoint: the node plugin's filesystem root as seen from here (a cpilab VM root), inside which csi-sanity makes its staging and target paths (default: paths on this host)")
+	fs.StringVar(&f.params, "params", "", "with --endpoint: CreateVolume parameters for csi-sanity, k=v,k=v (e.g. diskPool=dynamic)")
+	fs.StringVar(&f.world, "world", "", "with --endpoint and --backend bosh: the world file of the embedded world the running driver was started on (written by --serve-world); --node-endpoint then lists one endpoint per node, comma-separated")
+	fs.StringVar(&f.serveWorld, "serve-world", "", "start the embedded director, agents and fake cloud, write their world `FILE` (what a driver needs: the director, the disk-scoped client, the nodes' instances and roots) and serve until interrupted, for a driver certified by --endpoint --world")
 	fs.StringVar(&f.driver, "driver", "", "a CSI driver executable taking bosh-csi's flags (--mode, --endpoint, --config, --log-file), started on the embedded world (default: bosh-csi next to cpilab or on PATH, else the one built into cpilab)")
 	fs.StringVar(&f.catalog, "catalog-driver", "", "certify a driver of the project's catalog of buggy and legal CSI drivers, by name (what the certifier is tested against)")
-	fs.StringVar(&f.backend, "backend", "", "bosh: the driver stores volumes as the director's dynamic disks (BOSH checks made; default without --endpoint); none: csi-sanity only (default with --endpoint)")
+	fs.StringVar(&f.backend, "backend", "", "bosh: the driver stores volumes as the director's dynamic disks (BOSH checks made; default without --endpoint, or with --world); none: csi-sanity only (default with --endpoint)")
 	fs.StringVar(&f.labelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter (e.g. area:attach)")
 	fs.StringVar(&f.focus, "focus", "", "run only specs whose text matches this regexp")
 	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE`")
@@ -51,26 +57,44 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if f.backend == "" {
 		f.backend = csisuite.BackendBOSH
-		if f.endpoint != "" {
+		if f.endpoint != "" && f.world == "" {
 			f.backend = csisuite.BackendNone
 		}
 	}
 	switch {
 	case f.backend != csisuite.BackendBOSH && f.backend != csisuite.BackendNone:
 		return usageError(fs, "--backend must be %s or %s, not %q", csisuite.BackendBOSH, csisuite.BackendNone, f.backend)
-	case f.endpoint != "" && f.backend == csisuite.BackendBOSH:
-		return usageError(fs, "--endpoint with --backend bosh: the BOSH checks need the driver started by certify-csi on its embedded world (give --driver PATH instead, or --backend none)")
-	case f.endpoint == "" && f.nodeEndpoint != "":
-		return usageError(fs, "--node-endpoint needs --endpoint")
+	case f.endpoint != "" && f.backend == csisuite.BackendBOSH && f.world == "":
+		return usageError(fs, "--endpoint with --backend bosh: the BOSH checks need the driver on certify-csi's embedded world: give its --world FILE (see --serve-world), or --driver PATH instead, or --backend none")
+	case f.world != "" && (f.endpoint == "" || f.backend != csisuite.BackendBOSH || f.nodeEndpoint == ""):
+		return usageError(fs, "--world needs --endpoint, --node-endpoint (one per node) and --backend bosh")
+	case f.endpoint == "" && (f.nodeEndpoint != "" || f.nodeRoot != "" || f.params != ""):
+		return usageError(fs, "--node-endpoint, --node-root and --params need --endpoint")
 	case f.endpoint != "" && (f.driver != "" || f.catalog != ""):
 		return usageError(fs, "--endpoint certifies a running driver: it excludes --driver and --catalog-driver")
 	case f.driver != "" && f.catalog != "":
 		return usageError(fs, "--driver and --catalog-driver exclude each other")
 	}
+	if f.serveWorld != "" {
+		return serveCSIWorld(ctx, f.serveWorld, stdout)
+	}
 	if err := f.reports().check(fs); err != nil {
 		return err
 	}
-	rc := csisuite.RunConfig{Backend: f.backend, Endpoint: f.endpoint, NodeEndpoint: f.nodeEndpoint, EnvOut: stdout}
+	rc := csisuite.RunConfig{Backend: f.backend, Endpoint: f.endpoint, NodeEndpoint: f.nodeEndpoint, NodeRoot: f.nodeRoot, World: f.world, EnvOut: stdout}
+	if f.params != "" {
+		rc.Params = map[string]string{}
+		for _, kv := range strings.Split(f.params, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return usageError(fs, "--params %q: want k=v,k=v; %q has no =", f.params, kv)
+			}
+			rc.Params[k] = v
+		}
+	}
+	if f.nodeRoot != "" && !filepath.IsAbs(f.nodeRoot) {
+		return usageError(fs, "--node-root %q must be an absolute path", f.nodeRoot)
+	}
 	target := f.endpoint
 	switch {
 	case f.catalog != "":
@@ -177,12 +201,12 @@ func dedup(in []string) []string {
 func csiRerunCommand(f certifyCSIFlags) func(focus string) string {
 	return func(focus string) string {
 		parts := []string{"cpilab", "certify-csi"}
-		for _, fl := range [][2]string{{"--endpoint", f.endpoint}, {"--node-endpoint", f.nodeEndpoint}, {"--driver", f.driver}, {"--catalog-driver", f.catalog}} {
+		for _, fl := range [][2]string{{"--endpoint", f.endpoint}, {"--node-endpoint", f.nodeEndpoint}, {"--node-root", f.nodeRoot}, {"--params", f.params}, {"--world", f.world}, {"--driver", f.driver}, {"--catalog-driver", f.catalog}} {
 			if fl[1] != "" {
 				parts = append(parts, fl[0], shellWord(fl[1]))
 			}
 		}
-		if (f.endpoint == "" && f.backend != csisuite.BackendBOSH) || (f.endpoint != "" && f.backend != csisuite.BackendNone) {
+		if def := map[bool]string{true: csisuite.BackendNone, false: csisuite.BackendBOSH}[f.endpoint != "" && f.world == ""]; f.backend != def {
 			parts = append(parts, "--backend", f.backend)
 		}
 		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
@@ -224,4 +248,26 @@ func csiCatalogEntry(name string) (csidrivers.Entry, bool) {
 		}
 	}
 	return csidrivers.Entry{}, false
+}
+
+// serveCSIWorld starts the embedded world, writes its world file and
+// serves until ctx ends (an interrupt).
+func serveCSIWorld(ctx context.Context, path string, stdout io.Writer) error {
+	dir, err := os.MkdirTemp("", "csiw")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	env, err := flex.StartEnv(ctx, flex.EnvConfig{Dir: filepath.Join(dir, "w"), Nodes: 2, Out: stdout})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if err := csisuite.WriteWorld(path, env); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "world file %s written: start the driver's controller with the director and client it names, one node plugin per node (instance id, VM root), then run\n"+
+		"  cpilab certify-csi --endpoint CONTROLLER --node-endpoint NODE0,NODE1 --world %s\nserving until interrupted\n", path, path)
+	<-ctx.Done()
+	return nil
 }

@@ -2,20 +2,30 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cpilab/cpilab/suites/csisuite"
+	"github.com/cpilab/cpilab/suites/flex"
 )
 
 // certifyCSI runs `cpilab certify-csi args…` in its own process (Ginkgo
-// runs once per process) with an empty PATH: the driver is the bosh-csi
-// built into cpilab.
+// runs once per process) with only path on PATH (empty: an empty
+// directory, so the driver is the bosh-csi built into cpilab).
 func certifyCSI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return certifyCSIWithPath(t, t.TempDir(), args...)
+}
+
+func certifyCSIWithPath(t *testing.T, path string, args ...string) (int, string, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"certify-csi"}, args...)...)
-	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+t.TempDir())
+	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+path)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -27,12 +37,21 @@ func certifyCSI(t *testing.T, args ...string) (int, string, string) {
 	return 0, out.String(), errb.String()
 }
 
-// With no flags, certify-csi certifies bosh-csi on the embedded world:
-// csi-sanity and every BOSH check pass, and the reports carry the clauses.
+// With no flags, certify-csi certifies the bosh-csi executable it finds
+// on PATH (started as processes, with configs it writes) on the embedded
+// world: csi-sanity and every BOSH check pass, and the reports carry the
+// clauses.
 func TestCertifyCSIAcceptsBoshCSI(t *testing.T) {
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "bosh-csi"), "github.com/cpilab/cpilab/cmd/bosh-csi").CombinedOutput(); err != nil {
+		t.Fatalf("go build bosh-csi: %v\n%s", err, out)
+	}
 	rep := t.TempDir()
 	js, junit := filepath.Join(rep, "r.json"), filepath.Join(rep, "r.xml")
-	code, out, errs := certifyCSI(t, "--json-report", js, "--junit-report", junit)
+	code, out, errs := certifyCSIWithPath(t, bin, "--json-report", js, "--junit-report", junit)
+	if !strings.Contains(out, "certifying CSI driver "+filepath.Join(bin, "bosh-csi")) {
+		t.Errorf("the driver certified is not the executable on PATH:\n%s", out)
+	}
 	if code != 0 || !strings.Contains(out, "ACCEPTED: ") {
 		t.Fatalf("exit %d; want 0 and ACCEPTED:\n%s\n%s", code, out, errs)
 	}
@@ -77,6 +96,75 @@ func TestCertifyCSIUsage(t *testing.T) {
 	} {
 		if code, out, errs := certifyCSI(t, args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2\n%s\n%s", args, code, out, errs)
+		}
+	}
+}
+
+// --endpoint certifies a driver already running (here bosh-csi on an
+// embedded world this test starts, its node plugin on node-0's VM root):
+// csi-sanity passes, the BOSH checks are reported as not checked.
+func TestCertifyCSIEndpointRunsSanityOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "csie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	env, err := flex.StartEnv(ctx, flex.EnvConfig{Dir: filepath.Join(dir, "w"), Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	drv, err := csisuite.StartDriver(ctx, env, csisuite.Launch{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	code, out, errs := certifyCSI(t, "--endpoint", drv.Controller, "--node-endpoint", drv.Nodes[0], "--node-root", env.Nodes[0].Root,
+		"--params", "diskPool="+env.DiskPool)
+	if code != 0 || !strings.Contains(out, "ACCEPTED: ") {
+		t.Fatalf("exit %d; want 0 and ACCEPTED:\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "✔ csi.sanity: Node Service should work") || !strings.Contains(out, "– csi.publish.node:") {
+		t.Errorf("want csi-sanity passed and the BOSH checks not checked:\n%s", out)
+	}
+}
+
+// --endpoint --world: a driver someone else started on an embedded world
+// (here bosh-csi on a world this test starts and describes in a world
+// file) gets csi-sanity and the BOSH checks; the Director outage check is
+// not made, as certify-csi cannot cut a Director the driver reaches
+// directly.
+func TestCertifyCSIEndpointWithWorldMakesTheBOSHChecks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "csiw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	env, err := flex.StartEnv(ctx, flex.EnvConfig{Dir: filepath.Join(dir, "w"), Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	world := filepath.Join(dir, "world.json")
+	if err := csisuite.WriteWorld(world, env); err != nil {
+		t.Fatal(err)
+	}
+	drv, err := csisuite.StartDriver(ctx, env, csisuite.Launch{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	code, out, errs := certifyCSI(t, "--endpoint", drv.Controller, "--node-endpoint", strings.Join(drv.Nodes, ","), "--world", world)
+	if code != 0 || !strings.Contains(out, "ACCEPTED: ") {
+		t.Fatalf("exit %d; want 0 and ACCEPTED:\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"✔ csi.sanity: Node Service should work", "✔ csi.publish.node:", "✔ csi.data.moves:", "✔ csi.token.disk-scopes:", "– csi.fault.director-down:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

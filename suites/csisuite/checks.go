@@ -675,6 +675,9 @@ func checkExpand(ctx context.Context, s *Session) error {
 }
 
 func checkDirectorDown(ctx context.Context, s *Session) error {
+	if s.gate == nil {
+		return &NotChecked{Reason: "the driver was started by someone else and reaches the Director directly: certify-csi cannot cut it"}
+	}
 	req := s.createReq(s.name("down"), 16<<20, 0)
 	s.gate.SetDown(true)
 	cctx, cancel := s.callCtx(ctx)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/suites/flex"
@@ -29,6 +30,16 @@ type RunConfig struct {
 	// (BackendNone only): the controller's socket and the node plugin's
 	// (default the same). Staging and target paths are then on this host.
 	Endpoint, NodeEndpoint string
+	// NodeRoot, with Endpoint, is the node plugin's filesystem root as
+	// this host sees it (a cpilab VM root, for a driver with the vmroot
+	// mounter): csi-sanity's staging and target paths are made inside it.
+	// Default: this host's paths, in WorkDir.
+	NodeRoot string
+	// World, with Endpoint and BackendBOSH, is a world file (WriteWorld)
+	// of the embedded world the running driver was started on: the BOSH
+	// checks are made on it. NodeEndpoint then lists one node endpoint
+	// per node of the world, comma-separated, in its order.
+	World string
 	// Params are CreateVolume's parameters in csi-sanity (default: the
 	// embedded world's disk pool with a BOSH backend).
 	Params map[string]string
@@ -62,13 +73,34 @@ func Register(rc *RunConfig) bool {
 			DeferCleanup(os.RemoveAll, dir)
 			rc.WorkDir = dir
 		}
+		if rc.Endpoint != "" && rc.World != "" {
+			env, err := LoadWorld(ctx, rc.World)
+			if err != nil {
+				Fail(fmt.Sprintf("%s: %v", ClauseSetup, err))
+			}
+			nodes := strings.Split(rc.NodeEndpoint, ",")
+			s, err = NewSession(ctx, Config{Backend: rc.Backend, WorkDir: filepath.Join(rc.WorkDir, "s"),
+				External: &Driver{Controller: rc.Endpoint, Nodes: nodes}}, env)
+			if err != nil {
+				Fail(fmt.Sprintf("%s: reaching the driver: %v", ClauseSetup, err))
+			}
+			DeferCleanup(s.Close)
+			params := rc.Params
+			if params == nil {
+				params = map[string]string{"diskPool": env.DiskPool}
+			}
+			scfg = SanityConfig(rc.Endpoint, nodes[0], env.Nodes[0].Root, params)
+			return
+		}
 		if rc.Endpoint != "" {
 			node := rc.NodeEndpoint
 			if node == "" {
 				node = rc.Endpoint
 			}
-			scfg = SanityConfig(rc.Endpoint, node, "", rc.Params)
-			scfg.StagingPath, scfg.TargetPath = filepath.Join(rc.WorkDir, "staging"), filepath.Join(rc.WorkDir, "target")
+			scfg = SanityConfig(rc.Endpoint, node, rc.NodeRoot, rc.Params)
+			if rc.NodeRoot == "" {
+				scfg.StagingPath, scfg.TargetPath = filepath.Join(rc.WorkDir, "staging"), filepath.Join(rc.WorkDir, "target")
+			}
 			return
 		}
 		env, err := flex.StartEnv(ctx, flex.EnvConfig{Dir: filepath.Join(rc.WorkDir, "w"), Nodes: 2, Out: rc.EnvOut})
@@ -143,8 +175,8 @@ func report(v *Violation) {
 // certify-csi). It owns the process's Ginkgo state: call it once per
 // process.
 func Run(_ context.Context, rc RunConfig, opts suites.RunOptions) (types.Report, error) {
-	if rc.Endpoint != "" && rc.Backend == BackendBOSH {
-		return types.Report{}, errors.New("csisuite: the BOSH checks need the driver started on cpilab's embedded world: use --backend none with --endpoint")
+	if rc.Endpoint != "" && rc.Backend == BackendBOSH && rc.World == "" {
+		return types.Report{}, errors.New("csisuite: the BOSH checks need the driver started on cpilab's embedded world: give its world file, or use --backend none with --endpoint")
 	}
 	return suites.RunTree("cpilab CSI driver certification", func() { Register(&rc) }, opts)
 }

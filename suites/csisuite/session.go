@@ -69,6 +69,11 @@ type Config struct {
 	WorkDir string
 	// CallTimeout bounds each CSI call. Default 60 s.
 	CallTimeout time.Duration
+	// External, when set, is a driver someone else started on the Env
+	// (its controller and one node endpoint per node): nothing is
+	// started, and the Director cannot be cut in front of it (the outage
+	// check is not made).
+	External *Driver
 }
 
 // Session is one driver under test on an Env: the checks run on it in
@@ -106,16 +111,23 @@ func NewSession(ctx context.Context, cfg Config, env *flex.Env) (*Session, error
 		return nil, err
 	}
 	s := &Session{cfg: cfg, env: env, prefix: fmt.Sprintf("cc%d", time.Now().UnixNano()%1e9)}
-	g, err := env.NewGate()
-	if err != nil {
-		return nil, err
-	}
-	s.gate = g
-	l := cfg.Launch
-	l.Dir, l.DirectorURL = cfg.WorkDir, g.URL
-	if s.drv, err = StartDriver(ctx, env, l); err != nil {
-		s.Close()
-		return nil, err
+	if cfg.External != nil {
+		if len(cfg.External.Nodes) != len(env.Nodes) {
+			return nil, fmt.Errorf("csisuite: %d node endpoints for %d nodes", len(cfg.External.Nodes), len(env.Nodes))
+		}
+		s.drv = &Driver{Controller: cfg.External.Controller, Nodes: cfg.External.Nodes}
+	} else {
+		g, err := env.NewGate()
+		if err != nil {
+			return nil, err
+		}
+		s.gate = g
+		l := cfg.Launch
+		l.Dir, l.DirectorURL = cfg.WorkDir, g.URL
+		if s.drv, err = StartDriver(ctx, env, l); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	dial := func(ep string) (*grpc.ClientConn, error) {
 		c, err := Dial(ep)
@@ -376,7 +388,9 @@ func (s *Session) attachedTo(ctx context.Context, vol string) ([]string, string,
 // session's node mounts are unmounted, its disks detached and deleted, as
 // admin, so that one check's leftovers do not decide the next.
 func (s *Session) Cleanup(ctx context.Context) error {
-	s.gate.SetDown(false)
+	if s.gate != nil {
+		s.gate.SetDown(false)
+	}
 	var errs []error
 	for _, n := range s.env.Nodes {
 		root := flexvolume.NewVMRoot(n.Root)
