@@ -108,16 +108,13 @@ type Options struct {
 // value.
 func Check(b []byte) error { return check(b, nil, false) }
 
-// CheckFor is Check, also refusing case-variant duplicate keys in the
-// objects that decoding into v (a pointer) would match against a struct's
-// fields.
-func CheckFor(b []byte, v any) error { return check(b, reflect.TypeOf(v), false) }
-
 // Unmarshal is Decode with default Options: json.Unmarshal under the
 // policy.
 func Unmarshal(b []byte, v any) error { return Decode(b, v, Options{}) }
 
-// Decode checks b (CheckFor v, and FoldKeys) and then decodes it into v.
+// Decode checks b (as Check, and also refusing case-variant keys in the
+// objects decoding into v matches against a struct's fields, or, with
+// FoldKeys, in the top-level object) and then decodes it into v.
 // A type mismatch or an unknown field (DisallowUnknownFields) is an
 // *Error of kind ErrType or ErrUnknownField naming the field.
 func Decode(b []byte, v any, o Options) error {
@@ -142,21 +139,6 @@ func Decode(b []byte, v any, o Options) error {
 		return &Error{Kind: ErrType, Detail: err.Error(), Cause: err}
 	}
 	return nil
-}
-
-// Read reads all of r (at most max bytes; 0: no cap) and Decodes it.
-func Read(r io.Reader, max int64, v any, o Options) error {
-	if max > 0 {
-		r = io.LimitReader(r, max+1)
-	}
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	if max > 0 && int64(len(b)) > max {
-		return &Error{Kind: ErrNotJSON, Detail: fmt.Sprintf("longer than the %d-byte cap", max)}
-	}
-	return Decode(b, v, o)
 }
 
 func check(b []byte, t reflect.Type, foldTop bool) error {
