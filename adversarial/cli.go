@@ -16,6 +16,12 @@ type cliInput struct {
 	// refuse: the command must fail with a clear error (exit status 1 or 2
 	// and a message); otherwise any exit status in {0,1,2} is fine.
 	refuse bool
+	// secret, when set, must appear nowhere in the command's output (a
+	// leak otherwise).
+	secret string
+	// safeText: the input carries terminal escapes; a raw control
+	// character in the output is an escape.
+	safeText bool
 }
 
 // cliBound bounds one command: past it (plus the time it gets to stop
@@ -100,6 +106,14 @@ func cliInputs(e *env, n int) ([]cliInput, error) {
 		{args: []string{"agent"}, refuse: true},
 		{args: []string{"agent", "--root", filepath.Join(files, "missing"), "--vm-cid", "vm-1"}, refuse: true},
 		{args: []string{"certify-director", "--profile", "nonsense"}, refuse: true},
+		{args: []string{"simulate", "--seeds", "1..100000", "--out", "/proc/cpilab-nope"}, refuse: true},
+		{args: []string{"simulate", "merge", write("forged-dup.json", forgedReport(e, `"verdict": "fail", "verdict": "pass"`))}, refuse: true, safeText: true},
+		{args: []string{"simulate", "merge", write("forged-case.json", forgedReport(e, `"verdict": "fail", "Verdict": "pass"`))}, refuse: true},
+		{args: []string{"simulate", "merge", write("forged-esc.json", forgedReport(e, `"verdict": "fail", "x\u001b]0;pwned\u0007": 1`))}, refuse: true, safeText: true},
+		{args: []string{"director", "--role", "api", "--database", "host=db user=u password=Cli-S3cret dbname=d", "--data-dir", filepath.Join(e.dir, "dir")},
+			refuse: true, secret: "Cli-S3cret"},
+		{args: []string{"director", "--role", "api", "--database", "mysql://u:Cli-S3cret@db/d?password=Cli-S3cret", "--data-dir", filepath.Join(e.dir, "dir")},
+			refuse: true, secret: "Cli-S3cret"},
 		{args: []string{"no-such-command"}, refuse: true},
 		{args: []string{"--nope"}, refuse: true},
 	}
@@ -140,6 +154,17 @@ func cliInputs(e *env, n int) ([]cliInput, error) {
 		}
 	}
 	return ins[:n], nil
+}
+
+// forgedReport is a one-shard sweep report with its first `"verdict":
+// "fail"` replaced by edit (the base is written by peerBaseReport).
+func forgedReport(e *env, edit string) []byte {
+	b, err := peerBaseReport(e.dir)
+	_ = os.Remove(filepath.Join(e.dir, "base-report.json"))
+	if err != nil {
+		return []byte(err.Error())
+	}
+	return bytes.Replace(b, []byte(`"verdict": "fail"`), []byte(edit), 1)
 }
 
 func runCLI(ctx context.Context, e *env, t *tally, n int) error {
@@ -191,6 +216,12 @@ func runCLI(ctx context.Context, e *env, t *tally, n int) error {
 			t.add(OracleCrash, input, crash)
 		case code < 0 || code > 2:
 			t.add(OracleCrash, input, "exit status %d (want 0, 1 or 2); stderr %s", code, shorten(stderr))
+		}
+		if in.secret != "" && strings.Contains(stdout+stderr, in.secret) {
+			t.add(OracleLeak, input, "the output shows the secret %q", in.secret)
+		}
+		if in.safeText && rawControl(stdout+stderr) {
+			t.add(OracleEscape, input, "a raw control character reached the output: %q", shorten(stdout+stderr))
 		}
 		if in.refuse {
 			clear := crash == "" && ((code == 2 && strings.TrimSpace(stderr) != "") || (code == 1 && strings.TrimSpace(stdout+stderr) != ""))

@@ -312,7 +312,9 @@ func MergeSweepReports(reports []SweepReport, names []string) (SweepReport, erro
 		}
 		out.Runs += r.Runs
 		out.Steps += r.Steps
-		out.ElapsedSeconds += r.ElapsedSeconds
+		if out.ElapsedSeconds += r.ElapsedSeconds; math.IsInf(out.ElapsedSeconds, 0) {
+			return SweepReport{}, fmt.Errorf("%w: %s: elapsed_seconds %v overflow the sum", ErrBadReport, name, r.ElapsedSeconds)
+		}
 		out.Complete = out.Complete && r.Complete
 		out.Failures = append(out.Failures, r.Failures...)
 	}

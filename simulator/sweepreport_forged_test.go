@@ -55,6 +55,7 @@ func TestMergeRefusesNegativeAndOverflowingCounts(t *testing.T) {
 		"negative steps":   func(r []simulator.SweepReport) { r[1].Steps = -5 },
 		"negative elapsed": func(r []simulator.SweepReport) { r[0].ElapsedSeconds = -1 },
 		"overflow":         func(r []simulator.SweepReport) { r[0].Steps, r[1].Steps = 1<<62, 1<<62 },
+		"elapsed overflow": func(r []simulator.SweepReport) { r[0].ElapsedSeconds, r[1].ElapsedSeconds = 1e308, 1e308 },
 	} {
 		reps := readAll(t, paths)
 		forge(reps)

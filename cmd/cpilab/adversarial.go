@@ -16,8 +16,9 @@ func init() {
 	helps["adversarial"] = helpText{
 		usage: []string{"adversarial [--seed N] [--scale short|test|full] [--areas A,B,…] [--json-report FILE]"},
 		about: `Throws hostile inputs at every boundary docs/security.md names: the Director's HTTP API, fakeiaas's
-HTTP API (with restarts between creates), SFTP onto a VM root, the agent, the CPI process runner and
-cpilab's own command line. Each input is judged by oracles outside the system: crash (a panic, a 5xx, a
+HTTP API (with restarts between creates), SFTP onto a VM root, the agent, the CPI process runner,
+what cpilab reads from and prints about its peers (endless answers, duplicate keys, secrets, terminal
+escapes, forged reports) and cpilab's own command line. Each input is judged by oracles outside the system: crash (a panic, a 5xx, a
 hang past its bound, a wrong exit status), data lost (an acknowledged disk, VM or disk's bytes gone or
 changed), leak (a process, goroutine, descriptor, file or IaaS disk left behind), escape (a file changed
 outside the VM root or temporary directory under attack), and, for inputs that must be refused, whether

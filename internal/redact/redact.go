@@ -42,10 +42,6 @@ func DSN(s string) string {
 	return keyValues(s)
 }
 
-// URL masks the password of a URL's user info and secret query values;
-// a string that does not parse is masked as text (DSN).
-func URL(s string) string { return DSN(s) }
-
 var urlRE = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]*`)
 
 // urlsIn masks every URL inside s, and key=value secrets around them.

@@ -108,16 +108,13 @@ type Options struct {
 // value.
 func Check(b []byte) error { return check(b, nil, false) }
 
-// CheckFor is Check, also refusing case-variant duplicate keys in the
-// objects that decoding into v (a pointer) would match against a struct's
-// fields.
-func CheckFor(b []byte, v any) error { return check(b, reflect.TypeOf(v), false) }
-
 // Unmarshal is Decode with default Options: json.Unmarshal under the
 // policy.
 func Unmarshal(b []byte, v any) error { return Decode(b, v, Options{}) }
 
-// Decode checks b (CheckFor v, and FoldKeys) and then decodes it into v.
+// Decode checks b (as Check, and also refusing case-variant keys in the
+// objects decoding into v matches against a struct's fields, or, with
+// FoldKeys, in the top-level object) and then decodes it into v.
 // A type mismatch or an unknown field (DisallowUnknownFields) is an
 // *Error of kind ErrType or ErrUnknownField naming the field.
 func Decode(b []byte, v any, o Options) error {
@@ -144,21 +141,6 @@ func Decode(b []byte, v any, o Options) error {
 	return nil
 }
 
-// Read reads all of r (at most max bytes; 0: no cap) and Decodes it.
-func Read(r io.Reader, max int64, v any, o Options) error {
-	if max > 0 {
-		r = io.LimitReader(r, max+1)
-	}
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	if max > 0 && int64(len(b)) > max {
-		return &Error{Kind: ErrNotJSON, Detail: fmt.Sprintf("longer than the %d-byte cap", max)}
-	}
-	return Decode(b, v, o)
-}
-
 func check(b []byte, t reflect.Type, foldTop bool) error {
 	if !utf8.Valid(b) {
 		off := invalidUTF8Offset(b)
@@ -170,7 +152,7 @@ func check(b []byte, t reflect.Type, foldTop bool) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber() // tokens only: never convert numbers
 	c := checker{dec: dec, foldTop: foldTop}
-	if err := c.value("", t); err != nil {
+	if err := c.value(t); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -185,6 +167,36 @@ func check(b []byte, t reflect.Type, foldTop bool) error {
 type checker struct {
 	dec     *json.Decoder
 	foldTop bool
+	// at is the path to the value being read, one segment a level
+	// ("key" or "[3]"), joined only for an error: a string per level
+	// would cost the square of the depth.
+	at []string
+}
+
+// MaxDepth is the deepest nesting of objects and arrays accepted, as
+// encoding/json's own limit.
+const MaxDepth = 10000
+
+// path joins the segments of c.at as errors show them: a.b[1].c (at most
+// 200 bytes of it, then "…").
+func (c *checker) path() string {
+	var b strings.Builder
+	for _, seg := range c.at {
+		if b.Len() > 200 {
+			b.WriteString("…")
+			break
+		}
+		if !strings.HasPrefix(seg, "[") {
+			if strings.ContainsAny(seg, ".[]\"") || seg == "" {
+				seg = strconv.Quote(seg)
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -204,10 +216,10 @@ func shape(t reflect.Type) reflect.Type {
 	return nil
 }
 
-// value reads one value's tokens, refusing duplicate keys. path names the
-// value for errors ("" is the top level); t is the Go type it decodes
+// value reads one value's tokens, refusing duplicate keys; c.at names the
+// value for errors (empty: the top level); t is the Go type it decodes
 // into (nil: unknown).
-func (c *checker) value(path string, t reflect.Type) error {
+func (c *checker) value(t reflect.Type) error {
 	tok, err := c.dec.Token()
 	if err != nil {
 		return tokenError(err)
@@ -216,12 +228,15 @@ func (c *checker) value(path string, t reflect.Type) error {
 	if !ok {
 		return nil // a scalar
 	}
+	if len(c.at) >= MaxDepth {
+		return &Error{Kind: ErrNotJSON, Key: c.path(), Detail: fmt.Sprintf("nested deeper than %d levels", MaxDepth)}
+	}
 	t = shape(t)
 	switch d {
 	case '{':
 		var fields map[string]reflect.Type // struct: folded json name → field type
 		var elem reflect.Type
-		fold := c.foldTop && path == ""
+		fold := c.foldTop && len(c.at) == 0
 		if t != nil {
 			switch t.Kind() {
 			case reflect.Struct:
@@ -237,17 +252,16 @@ func (c *checker) value(path string, t reflect.Type) error {
 				return tokenError(err)
 			}
 			k, _ := kt.(string) // the decoder guarantees a string key here
-			kp := JoinPath(path, k)
 			ck := k
 			if fold {
 				ck = foldKey(k)
 			}
 			if first, dup := seen[ck]; dup {
 				if first == k {
-					return &Error{Kind: ErrDuplicateKey, Key: kp,
+					return &Error{Kind: ErrDuplicateKey, Key: JoinPath(c.path(), k),
 						Detail: fmt.Sprintf("key %q appears twice in the same object (a lenient reader would keep the last)", k)}
 				}
-				return &Error{Kind: ErrDuplicateKey, Key: kp,
+				return &Error{Kind: ErrDuplicateKey, Key: JoinPath(c.path(), k),
 					Detail: fmt.Sprintf("keys %q and %q differ only in case (a lenient reader would take either for the same field)", first, k)}
 			}
 			seen[ck] = k
@@ -255,7 +269,10 @@ func (c *checker) value(path string, t reflect.Type) error {
 			if fields != nil {
 				next = fields[foldKey(k)]
 			}
-			if err := c.value(kp, next); err != nil {
+			c.at = append(c.at, k)
+			err = c.value(next)
+			c.at = c.at[:len(c.at)-1]
+			if err != nil {
 				return err
 			}
 		}
@@ -265,7 +282,10 @@ func (c *checker) value(path string, t reflect.Type) error {
 			elem = t.Elem()
 		}
 		for i := 0; c.dec.More(); i++ {
-			if err := c.value(path+"["+strconv.Itoa(i)+"]", elem); err != nil {
+			c.at = append(c.at, "["+strconv.Itoa(i)+"]")
+			err := c.value(elem)
+			c.at = c.at[:len(c.at)-1]
+			if err != nil {
 				return err
 			}
 		}

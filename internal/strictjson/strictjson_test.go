@@ -115,3 +115,23 @@ func TestCheckComparesKeysExactly(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// Nesting is bounded as encoding/json bounds it, and a deep document
+// costs memory in proportion to its size, not to its depth squared.
+func TestDeepNestingIsRefusedCheaply(t *testing.T) {
+	deep := strings.Repeat("[", 100000) + strings.Repeat("]", 100000)
+	var v any
+	err := strictjson.Unmarshal([]byte(deep), &v)
+	if !errors.Is(err, strictjson.ErrNotJSON) || !strings.Contains(err.Error(), "10000") {
+		t.Fatalf("100 000 levels: %v", err)
+	}
+	ok := strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000)
+	if err := strictjson.Unmarshal([]byte(ok), &v); err != nil {
+		t.Fatalf("5 000 levels: %v", err)
+	}
+	dup := strings.Repeat(`{"a":`, 300) + `{"k":1,"k":2}` + strings.Repeat("}", 300)
+	err = strictjson.Unmarshal([]byte(dup), &v)
+	if !errors.Is(err, strictjson.ErrDuplicateKey) || !strings.HasPrefix(err.Error(), "duplicate key in a JSON object at a.a.a") || len(err.Error()) > 600 {
+		t.Fatalf("deep duplicate: %v", err)
+	}
+}

@@ -58,7 +58,10 @@ type RunOptions struct {
 // Run registers the suite and runs it outside go test (the `cpilab
 // certify-director` path), returning the summary. It owns the process's
 // Ginkgo state: call it once per process. Cancelling ctx stops the waits of
-// the running spec; the remaining specs then fail fast.
+// the running spec; the remaining specs then fail fast. When the set-up
+// failed because an answer broke a read cap (internal/httpread: an endless
+// or oversize body), Run returns the summary and an error naming the
+// endpoint and the cap: the director cannot be certified.
 func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Minute
