@@ -241,6 +241,9 @@ type ReportRun struct {
 	// columns (default Areas with AreaDocs).
 	Title, TargetKind string
 	Areas             []AreaDoc
+	// ClauseTitles are the titles of the suite's own clauses, for those
+	// the CPI contract does not have (nil: the CPI contract's only).
+	ClauseTitles map[string]string
 	// FailFast: the run stops at its first failure (--fail-fast).
 	FailFast    bool
 	Target      string
@@ -284,6 +287,9 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 			continue // Ginkgo's bookkeeping: suite set-up and reporters
 		}
 		s := specResult(r, sr, run.Rerun)
+		if s.ClauseTitle == "" {
+			s.ClauseTitle = run.ClauseTitles[s.Clause]
+		}
 		if s.State == StateInterrupted {
 			interrupted = true
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
-	"github.com/onsi/ginkgo/v2/types"
 )
 
 func init() {
@@ -34,7 +33,7 @@ type certifyFlags struct {
 	junit, jsonReport, html               string
 	callTimeout, agentTimeout             time.Duration
 	expectSwitch, verbose, failFast, list bool
-	strict                                bool
+	strict, listJSON                      bool
 	requireAPIVersion                     int
 	// ginkgo are the --ginkgo.NAME[=VALUE] arguments passed through to
 	// Ginkgo, as given.
@@ -51,6 +50,7 @@ func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.skip, "skip", "", "leave out the specs whose full text matches this `REGEXP`")
 	fs.BoolVar(&f.failFast, "fail-fast", false, "stop at the first failed spec (what it created is still cleaned up)")
 	fs.BoolVar(&f.list, "list", false, "list the specs (id, clause, labels) that would run, without running anything")
+	fs.BoolVar(&f.listJSON, "json", false, "with --list: print the specs as JSON")
 	fs.BoolVar(&f.strict, "strict", false, "fail, instead of not checking, every spec that cannot check its clause here (no oracle, no agent, a row the CPI cannot be switched into); what does not apply at all stays not checked")
 	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit XML report (one testsuite per suite and row) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.jsonReport, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE` (- for stdout; the text then goes to stderr)")
@@ -100,15 +100,11 @@ func (f *certifyFlags) check(fs *flag.FlagSet) error {
 	if err := f.checkCloud(fs); err != nil {
 		return err
 	}
-	if f.labelFilter != "" {
-		if _, err := types.ParseLabelFilter(f.labelFilter); err != nil {
-			return usageError(fs, "--label-filter %q: %s", f.labelFilter, oneLine(err.Error()))
-		}
+	if err := checkFilters(fs, f.labelFilter, f.focus, f.skip); err != nil {
+		return err
 	}
-	for name, re := range map[string]string{"--focus": f.focus, "--skip": f.skip} {
-		if _, err := regexp.Compile(re); err != nil {
-			return usageError(fs, "%s %q: %v", name, re, err)
-		}
+	if f.listJSON && !f.list {
+		return usageError(fs, "--json goes with --list")
 	}
 	if err := f.reports().check(fs); err != nil {
 		return err
@@ -290,13 +286,7 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	if err := c.f.reports().write(rep, c.stdout); err != nil {
 		return err
 	}
-	switch rep.Verdict {
-	case suites.VerdictAccepted:
-		return nil
-	case suites.VerdictInterrupted:
-		return exitError(exitUsage)
-	}
-	return exitError(exitRejected)
+	return verdictExit(rep)
 }
 
 // sweep deletes, through the CPI, what an interrupted run left in the

@@ -134,9 +134,5 @@ func listSpecs(u ui, f certifyFlags) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range specs {
-		fmt.Fprintf(u.out, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.ClauseText(s.Clause), strings.Join(s.Labels, ", "))
-	}
-	fmt.Fprintf(u.out, "%d specs\n", len(specs))
-	return nil
+	return writeSpecList(u.out, specs, f.listJSON)
 }

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
+
+	"github.com/onsi/ginkgo/v2/types"
 
 	"github.com/cpilab/cpilab/suites"
 )
@@ -77,4 +81,67 @@ func (f certifyFlags) reports() reportPaths {
 
 func (f certifyFlexFlags) reports() reportPaths {
 	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html}
+}
+
+// verdictExit is a certifier's exit status for its verdict: 0 accepted,
+// 2 interrupted (a harness limit), 1 otherwise.
+func verdictExit(rep *suites.CertifyReport) error {
+	switch rep.Verdict {
+	case suites.VerdictAccepted:
+		return nil
+	case suites.VerdictInterrupted:
+		return exitError(exitUsage)
+	}
+	return exitError(exitRejected)
+}
+
+// checkFilters refuses a malformed label filter, focus or skip before
+// anything starts.
+func checkFilters(fs *flag.FlagSet, labelFilter, focus, skip string) error {
+	if labelFilter != "" {
+		if _, err := types.ParseLabelFilter(labelFilter); err != nil {
+			return usageError(fs, "--label-filter %q: %s", labelFilter, oneLine(err.Error()))
+		}
+	}
+	for _, r := range []struct{ name, re string }{{"--focus", focus}, {"--skip", skip}} {
+		if _, err := regexp.Compile(r.re); err != nil {
+			return usageError(fs, "%s %q: %v", r.name, r.re, err)
+		}
+	}
+	return nil
+}
+
+// writeSpecList prints what --list found: for a person, each spec's id,
+// text, clause and labels and the count; with --json, one JSON object
+// {"specs": [...], "count": N} for a program.
+func writeSpecList(w io.Writer, specs []suites.SpecInfo, asJSON bool) error {
+	if asJSON {
+		type listed struct {
+			ID string `json:"id"`
+			suites.SpecInfo
+		}
+		out := struct {
+			Specs []listed `json:"specs"`
+			Count int      `json:"count"`
+		}{Specs: []listed{}, Count: len(specs)}
+		for _, s := range specs {
+			out.Specs = append(out.Specs, listed{ID: suites.SpecID(s.Text), SpecInfo: s})
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	for _, s := range specs {
+		fmt.Fprintf(w, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.ClauseText(s.Clause), strings.Join(s.Labels, ", "))
+	}
+	fmt.Fprintf(w, "%d %s\n", len(specs), plural(len(specs), "spec", "specs"))
+	return nil
+}
+
+// plural is one or many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
