@@ -12,6 +12,7 @@ import (
 
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
+	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
 )
 
@@ -55,13 +56,29 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&cfg.DiskPool, "disk-pool", "", "disk_pool_name (a cloud-config disk_type)")
 	fs.StringVar(&cfg.Setup.StemcellLocation, "stemcell", "", "stemcell directory or .tgz on the director's host, for the suite's own deployment")
 	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
-	fs.StringVar(&opts.LabelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter")
-	fs.StringVar(&opts.JUnitReport, "junit-report", "", "write a JUnit report to this file")
-	fs.StringVar(&opts.JSONReport, "json-report", "", "write a JSON report to this file")
+	var sel selection
+	sel.register(fs)
 	fs.BoolVar(&opts.Verbose, "v", false, "verbose Ginkgo output")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := sel.check(fs); err != nil {
+		return err
+	}
+	opts.LabelFilter, opts.Focus, opts.Skip = sel.labelFilter, sel.focusList(), sel.skipList()
+	if sel.list {
+		specs, err := dynamicdisks.List(opts)
+		if err != nil {
+			return err
+		}
+		return writeSpecList(stdout, specs, sel.listJSON)
+	}
+	reportOut := stdout
+	u := newUI(fs, stdout, stderr)
+	if sel.reports.toStdout() {
+		u = newUI(fs, stderr, stderr) // stdout holds the report alone
+	}
+	stdout = u.out
 	if instances != "" {
 		cfg.Instances = strings.Split(instances, ",")
 	}
@@ -78,6 +95,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	opts.Output = stdout
 	prog := newProgress(stderr)
+	prog.quiet = u.quiet
 	var n int
 	opts.Progress = func(r dynamicdisks.SpecResult) {
 		n++
@@ -91,25 +109,36 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 		prog.spec(n, 0, outcome, r.Text)
 	}
 
+	start := time.Now() // I/O edge: the run's wall time, for the report
 	if cfg.URL == "" {
-		stop, err := embeddedDirector(ctx, &cfg, profile, stdout)
+		out := stdout
+		if u.quiet {
+			out = io.Discard
+		}
+		stop, err := embeddedDirector(ctx, &cfg, profile, out)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	start := time.Now()
-	sum, err := dynamicdisks.Run(ctx, cfg, opts)
+	report, err := dynamicdisks.RunReport(ctx, cfg, opts)
 	prog.done()
 	if err != nil {
 		return err
 	}
-	sum.WriteText(stdout)
-	writeDirectorVerdict(stdout, sum, time.Since(start))
-	if !sum.OK() {
-		return exitError(1)
+	mod, commit, _ := version()
+	rep := suites.NewCertifyReport(report, suites.ReportRun{Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit},
+		Title: "cpilab certify-director", TargetKind: "Director", Areas: dynamicdisks.Areas, Row: "dynamic-disks",
+		Target: cfg.URL, Command: append([]string{invokedAs()}, os.Args[1:]...), Started: start,
+		Duration: time.Since(start).Round(time.Millisecond), Interrupted: ctx.Err() != nil && !report.SuiteSucceeded})
+	if !u.quiet {
+		dynamicdisks.Summarize(report).WriteText(stdout)
 	}
-	return nil
+	if err := sel.reports.write(rep, reportOut); err != nil {
+		return err
+	}
+	u.writeVerdict(rep)
+	return verdictExit(rep)
 }
 
 // certifyDirectorUsage says, in flag names, what a run against --url lacks
@@ -141,21 +170,6 @@ func certifyDirectorUsage(cfg dynamicdisks.Config, instances string) string {
 		return ""
 	}
 	return "against --url " + cfg.URL + " it needs " + strings.Join(missing, ", ")
-}
-
-// writeDirectorVerdict prints the run's last line: ACCEPTED or REJECTED
-// with the counts, as certify does.
-func writeDirectorVerdict(w io.Writer, sum dynamicdisks.Summary, elapsed time.Duration) {
-	elapsed = elapsed.Round(time.Millisecond)
-	if !sum.OK() {
-		failed := sum.Failed
-		if failed == 0 && sum.SuiteFailure != "" {
-			failed = 1
-		}
-		fmt.Fprintf(w, "REJECTED: %d failed, %d passed, %d not checked (%s)\n", failed, sum.Passed, sum.Skipped, elapsed)
-		return
-	}
-	fmt.Fprintf(w, "ACCEPTED: %d passed, %d not checked (%s)\n", sum.Passed, sum.Skipped, elapsed)
 }
 
 // embeddedDirector starts a reference director with an admin and a

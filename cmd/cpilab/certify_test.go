@@ -323,7 +323,7 @@ func TestRerunCommandReproducesOneFailure(t *testing.T) {
 	sh.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	code, stdout, stderr := runCmd(t, sh)
 	again := readReport(t, js2)
-	if code != 1 || !strings.Contains(stderr, "running 1 specs") || len(again.Specs) != 1 ||
+	if code != 1 || !strings.Contains(stderr, "running 1 spec\n") || len(again.Specs) != 1 ||
 		again.Specs[0].Name != failed[1].Name || again.Specs[0].State != suites.StateFailed {
 		t.Fatalf("rerun %s: exit %d, specs %+v\nstdout:\n%s\nstderr:\n%s", cmdline, code, again.Specs, stdout, stderr)
 	}

@@ -145,3 +145,49 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// selection is the flags every certifier shares to choose its specs and
+// its reports: --label-filter, --focus, --skip, --list [--json], and the
+// report paths. A certifier registers them with register.
+type selection struct {
+	labelFilter, focus, skip string
+	list, listJSON           bool
+	reports                  reportPaths
+}
+
+func (s *selection) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.labelFilter, "label-filter", "", "run only the specs matching this Ginkgo label filter `EXPR`")
+	fs.StringVar(&s.focus, "focus", "", "run only the specs whose full text matches this `REGEXP`")
+	fs.StringVar(&s.skip, "skip", "", "leave out the specs whose full text matches this `REGEXP`")
+	fs.BoolVar(&s.list, "list", false, "list the specs (id, clause, labels) that would run, without running anything")
+	fs.BoolVar(&s.listJSON, "json", false, "with --list: print the specs as JSON")
+	fs.StringVar(&s.reports.junit, "junit-report", "", "write a JUnit XML report to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&s.reports.json, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&s.reports.html, "html-report", "", "write an HTML report to `FILE` (- for stdout; the text then goes to stderr)")
+}
+
+// check refuses, as usage errors, a malformed filter, --json without
+// --list, and a report that could not be written.
+func (s *selection) check(fs *flag.FlagSet) error {
+	if err := checkFilters(fs, s.labelFilter, s.focus, s.skip); err != nil {
+		return err
+	}
+	if s.listJSON && !s.list {
+		return usageError(fs, "--json goes with --list")
+	}
+	return s.reports.check(fs)
+}
+
+func (s *selection) focusList() []string {
+	if s.focus == "" {
+		return nil
+	}
+	return []string{s.focus}
+}
+
+func (s *selection) skipList() []string {
+	if s.skip == "" {
+		return nil
+	}
+	return []string{s.skip}
+}

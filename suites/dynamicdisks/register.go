@@ -42,6 +42,8 @@ type RunOptions struct {
 	LabelFilter string
 	// Focus are regexps on the full spec text; only matching specs run.
 	Focus []string
+	// Skip are regexps on the full spec text; matching specs do not run.
+	Skip []string
 	// JUnitReport and JSONReport are files Ginkgo writes its reports to.
 	JUnitReport, JSONReport string
 	// Output receives Ginkgo's verbose output when Verbose is set
@@ -59,21 +61,56 @@ type RunOptions struct {
 // Ginkgo state: call it once per process. Cancelling ctx stops the waits of
 // the running spec; the remaining specs then fail fast.
 func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Minute
-	}
-	report, err := suites.RunTree("cpilab dynamic disks API certification", func() { describe(&cfg, ctx) },
-		suites.RunOptions{LabelFilter: opts.LabelFilter, Focus: opts.Focus, JUnitReport: opts.JUnitReport,
-			JSONReport: opts.JSONReport, Output: opts.Output, Verbose: opts.Verbose, Timeout: opts.Timeout,
-			Progress: func(_, _ int, sr *types.SpecReport) {
-				if sr != nil && opts.Progress != nil {
-					opts.Progress(specResult(*sr))
-				}
-			}})
+	report, err := RunReport(ctx, cfg, opts)
 	if err != nil {
 		return Summary{}, err
 	}
 	return Summarize(report), nil
+}
+
+// Description is the suite's Ginkgo description.
+const Description = "cpilab dynamic disks API certification"
+
+// RunReport is Run returning Ginkgo's report, for a caller that builds
+// cpilab's certify report from it (suites.NewCertifyReport).
+func RunReport(ctx context.Context, cfg Config, opts RunOptions) (types.Report, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Minute
+	}
+	return suites.RunTree(Description, func() { describe(&cfg, ctx) }, opts.suites(func(_, _ int, sr *types.SpecReport) {
+		if sr != nil && opts.Progress != nil {
+			opts.Progress(specResult(*sr))
+		}
+	}))
+}
+
+// List returns the specs a run with opts would run, without running
+// anything (a Ginkgo dry run).
+func List(opts RunOptions) ([]suites.SpecInfo, error) {
+	return suites.ListTree(Description, func() { describe(&Config{}, context.Background()) }, opts.suites(nil))
+}
+
+func (opts RunOptions) suites(progress func(done, total int, sr *types.SpecReport)) suites.RunOptions {
+	return suites.RunOptions{LabelFilter: opts.LabelFilter, Focus: opts.Focus, Skip: opts.Skip, JUnitReport: opts.JUnitReport,
+		JSONReport: opts.JSONReport, Output: opts.Output, Verbose: opts.Verbose, Timeout: opts.Timeout, Progress: progress}
+}
+
+// Areas are the report's columns for this suite, in order, with what each
+// checks (the legend of its matrix).
+var Areas = []suites.AreaDoc{
+	{ID: "provide", Title: "provide creates, attaches or refuses a disk as the desired state says, idempotently"},
+	{ID: "create", Title: "create makes a disk without attaching it"},
+	{ID: "detach", Title: "detach, and detach again, succeed"},
+	{ID: "delete", Title: "delete removes a disk, and refuses an attached one"},
+	{ID: "input", Title: "malformed requests are refused with a clear status"},
+	{ID: "auth", Title: "the disk-scoped user reaches only the disk endpoints; no credentials, no access"},
+	{ID: "tasks", Title: "each call is a task whose result and state tell what happened"},
+	{ID: "queue", Title: "tasks on one disk run in order; tasks on others do not wait"},
+	{ID: "race", Title: "concurrent calls on one disk end in a state the desired-state contract allows"},
+	{ID: "iaas", Title: "what the cloud holds matches what the director said"},
+	{ID: "metadata", Title: "disk metadata reaches the cloud"},
+	{ID: "agent", Title: "the agent on the VM sees the disk where the director said"},
+	{ID: "cleanup", Title: "the run leaves nothing behind"},
 }
 
 // SpecResult is one spec as the summary shows it.
