@@ -56,6 +56,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&cfg.DiskPool, "disk-pool", "", "disk_pool_name (a cloud-config disk_type)")
 	fs.StringVar(&cfg.Setup.StemcellLocation, "stemcell", "", "stemcell directory or .tgz on the director's host, for the suite's own deployment")
 	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
+	boshAliases(fs)
 	var sel selection
 	sel.register(fs)
 	fs.BoolVar(&opts.Verbose, "v", false, "verbose Ginkgo output")
