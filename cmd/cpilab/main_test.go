@@ -253,3 +253,16 @@ func TestBOSHAliasesAndSuggestions(t *testing.T) {
 		}
 	}
 }
+
+// A build from a checkout (build info "(devel)") reports the version and
+// commit the Makefile stamps, never "(devel)" when it has one.
+func TestVersionFromTheMakefile(t *testing.T) {
+	oldV, oldC := buildVersion, buildCommit
+	defer func() { buildVersion, buildCommit = oldV, oldC }()
+	buildVersion, buildCommit = "v0.0.0-20260101000000-0123456789ab", "0123456789ab"
+	var b bytes.Buffer
+	writeVersion(&b)
+	if got := b.String(); !strings.HasPrefix(got, "cpilab v0.0.0-20260101000000-0123456789ab, commit ") || strings.Contains(got, "(devel)") {
+		t.Errorf("--version with the Makefile's stamp: %q", got)
+	}
+}
