@@ -30,7 +30,7 @@ func init() {
 type certifyFlags struct {
 	cpi, config, cloud                    string
 	labelFilter, focus, skip              string
-	junit, jsonReport, html               string
+	junit, jsonReport, html, reportDir    string
 	callTimeout, agentTimeout             time.Duration
 	expectSwitch, verbose, failFast, list bool
 	strict, listJSON                      bool
@@ -55,6 +55,7 @@ func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit XML report (one testsuite per suite and row) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.jsonReport, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, matrix linked to its specs, legend) to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.reportDir, "report-dir", "", reportDirUsage)
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "bound on one CPI call; a CPI still running is killed with its whole process group and the call fails")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", 30*time.Second, "bound on waiting for an agent to answer ping")
 	fs.BoolVar(&f.expectSwitch, "expect-version-switch", false, "the CPI claims to honour debug.cpi.api_version: fail (instead of not checking) the rows it cannot be switched into (always on for the default reference CPI)")
@@ -87,6 +88,14 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if f.list {
 		return listSpecs(u, f)
 	}
+	if inSuitesWorker() {
+		f.reportDir = "" // the process that started this worker keeps the log
+	}
+	log, err := f.reports().openDir(fs, &u)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
 	run := certifyRun{f: f, u: u, stdout: stdout, started: time.Now()}
 	return run.certify(ctx)
 }

@@ -79,7 +79,12 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	if sel.reports.toStdout() {
 		u = newUI(fs, stderr, stderr) // stdout holds the report alone
 	}
-	stdout = u.out
+	log, err := sel.reports.openDir(fs, &u)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	stdout, stderr = u.out, u.err
 	if instances != "" {
 		cfg.Instances = strings.Split(instances, ",")
 	}

@@ -25,6 +25,7 @@ type certifyFlexFlags struct {
 	driver, plugin, backend  string
 	labelFilter, focus, skip string
 	junit, jsonReport, html  string
+	reportDir                string
 	callTimeout              time.Duration
 	verbose, lenientExit     bool
 	list, listJSON           bool
@@ -45,6 +46,7 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.reportDir, "report-dir", "", reportDirUsage)
 	fs.BoolVar(&f.lenientExit, "lenient-exit", false, "accept Failure with exit status 0, as kubelet does (default: Failure must exit non-zero, as the FlexVolume doc says)")
 	fs.BoolVar(&f.verbose, "v", false, "verbose Ginkgo output, with every call-out and its output")
 	if err := parseFlags(fs, args); err != nil {
@@ -86,6 +88,12 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 		LenientExit: f.lenientExit},
 		EnvOut: stdout}
 	u := newUI(fs, stdout, stderr)
+	log, err := f.reports().openDir(fs, &u)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	stdout, stderr = u.out, u.err
 	opts := f.runOptions()
 	opts.Output, opts.Verbose = stdout, f.verbose
 	prog := newProgress(stderr)

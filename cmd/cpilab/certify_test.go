@@ -452,3 +452,27 @@ func TestCertifyHarnessLimitsAndReportsToStdout(t *testing.T) {
 		t.Fatal("certify --json-report /dev/stdout | head -c 300 did not end")
 	}
 }
+
+// --report-dir DIR writes every report and the run's log (stdout and
+// stderr, without colour) into one directory, made if missing.
+func TestCertifyReportDir(t *testing.T) {
+	dir := buildCPIs(t)
+	out := filepath.Join(t.TempDir(), "results", "run-1")
+	code, stdout, stderr := certify(t, dir, "--label-filter", "row:cli.api2 && area:setup", "--report-dir", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r := readReport(t, filepath.Join(out, "report.json"))
+	for _, name := range []string{"junit.xml", "report.html", "cpilab.log"} {
+		if fi, err := os.Stat(filepath.Join(out, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(out, "cpilab.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastLine(string(log)) != lastLine(stdout) || !strings.Contains(string(log), "running 1 spec") || r.Verdict != suites.VerdictAccepted {
+		t.Errorf("the log does not hold the run's output (verdict %s):\n%s", r.Verdict, log)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -16,7 +18,50 @@ import (
 // reportPaths are the report files a certification run writes
 // (--json-report, --junit-report, --html-report); certify and certify-flex
 // share them. The path "-" is stdout: the run's text then goes to stderr.
-type reportPaths struct{ json, junit, html string }
+type reportPaths struct{ json, junit, html, dir string }
+
+// The files --report-dir DIR writes, beside the reports named elsewhere.
+const (
+	dirJSON  = "report.json"
+	dirJUnit = "junit.xml"
+	dirHTML  = "report.html"
+	dirLog   = "cpilab.log"
+)
+
+// inDir is p with every report not named otherwise in p.dir.
+func (p reportPaths) inDir() reportPaths {
+	if p.dir == "" {
+		return p
+	}
+	for _, r := range []struct {
+		path *string
+		name string
+	}{{&p.json, dirJSON}, {&p.junit, dirJUnit}, {&p.html, dirHTML}} {
+		if *r.path == "" {
+			*r.path = filepath.Join(p.dir, r.name)
+		}
+	}
+	return p
+}
+
+// openDir makes --report-dir (and its parents) and sends everything u
+// prints, stdout and stderr, to its cpilab.log too, without colour: the
+// run's log beside its reports. The caller closes the log.
+func (p reportPaths) openDir(fs *flag.FlagSet, u *ui) (io.Closer, error) {
+	if p.dir == "" {
+		return io.NopCloser(nil), nil
+	}
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return nil, usageError(fs, "--report-dir %s: %v", p.dir, err)
+	}
+	log, err := os.OpenFile(filepath.Join(p.dir, dirLog), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err != nil {
+		return nil, usageError(fs, "--report-dir %s: %v", p.dir, err)
+	}
+	u.color = false
+	u.out, u.err = io.MultiWriter(u.out, log), io.MultiWriter(u.err, log)
+	return log, nil
+}
 
 // stdoutPath is the report path that means stdout.
 const stdoutPath = "-"
@@ -31,6 +76,12 @@ func (p reportPaths) toStdout() bool {
 // after it (a missing directory, a directory), and two reports on stdout,
 // as a usage error.
 func (p reportPaths) check(fs *flag.FlagSet) error {
+	if p.dir != "" {
+		if fi, err := os.Stat(p.dir); err == nil && !fi.IsDir() {
+			return usageError(fs, "--report-dir %s: not a directory", p.dir)
+		}
+	}
+	p = p.inDir()
 	var onStdout []string
 	for _, r := range []struct{ flag, path string }{{"--junit-report", p.junit}, {"--json-report", p.json}, {"--html-report", p.html}} {
 		if r.path == "" {
@@ -42,6 +93,9 @@ func (p reportPaths) check(fs *flag.FlagSet) error {
 			}
 			continue
 		}
+		if p.dir != "" && filepath.Dir(r.path) == filepath.Clean(p.dir) {
+			continue // made by openDir
+		}
 		if err := checkReportPath(r.path); err != nil {
 			return usageError(fs, "%s %s: %v", r.flag, r.path, err)
 		}
@@ -51,6 +105,7 @@ func (p reportPaths) check(fs *flag.FlagSet) error {
 
 // write writes each report asked for, the one named "-" to stdout.
 func (p reportPaths) write(rep *suites.CertifyReport, stdout io.Writer) error {
+	p = p.inDir()
 	for _, r := range []struct {
 		path  string
 		write func(io.Writer) error
@@ -76,12 +131,15 @@ func (p reportPaths) write(rep *suites.CertifyReport, stdout io.Writer) error {
 }
 
 func (f certifyFlags) reports() reportPaths {
-	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html}
+	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html, dir: f.reportDir}
 }
 
 func (f certifyFlexFlags) reports() reportPaths {
-	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html}
+	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html, dir: f.reportDir}
 }
+
+// reportDirUsage is --report-dir's help.
+const reportDirUsage = "write every report (" + dirJSON + ", " + dirJUnit + ", " + dirHTML + ") and the run's log (" + dirLog + ") into `DIR`, made if missing; a report flag given as well still wins"
 
 // verdictExit is a certifier's exit status for its verdict: 0 accepted,
 // 2 interrupted (a harness limit), 1 otherwise.
@@ -164,6 +222,7 @@ func (s *selection) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.reports.junit, "junit-report", "", "write a JUnit XML report to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&s.reports.json, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&s.reports.html, "html-report", "", "write an HTML report to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&s.reports.dir, "report-dir", "", reportDirUsage)
 }
 
 // check refuses, as usage errors, a malformed filter, --json without
