@@ -243,10 +243,8 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	opts.JSONReport = ginkgoReporterConfig().JSONReport // --ginkgo.json-report: Ginkgo's raw report
 	opts.Timeout = ginkgoSuiteConfig().Timeout
 	if !u.quiet {
+		// The notes come once, with the results (writeText).
 		fmt.Fprintf(u.err, "cpilab certify: %s\n", c.target)
-		for _, n := range c.notes {
-			fmt.Fprintf(u.err, "  note: %s\n", n)
-		}
 	}
 	if ctx.Err() != nil { // interrupted while the cloud started
 		fmt.Fprintln(u.out, u.paint("INTERRUPTED", "red")+": before any spec ran; nothing is certified")

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -103,10 +104,15 @@ func parseOnly(fs *flag.FlagSet, args []string) error {
 	if err := applyBOSHEnv(fs); err != nil {
 		return usageError(fs, "%v", err)
 	}
-	if err := fs.Parse(args); err != nil {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // its errors name flags with one dash; parseOnly says them with two
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
+		fmt.Fprintf(out, "%s: %s\n", fs.Name(), doubleDash(err.Error()))
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
 			name = strings.TrimLeft(name, "-")
 			var names []string
@@ -335,4 +341,14 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// goFlagName is a flag named in one of Go's flag errors ("…: -name",
+// "for flag -name:", "for -name:").
+var goFlagName = regexp.MustCompile(`(: |flag |for )-([A-Za-z0-9][A-Za-z0-9._-]+)`)
+
+// doubleDash rewrites Go's flag errors to name flags as cpilab's help
+// does: --name (a one-letter flag keeps its one dash).
+func doubleDash(msg string) string {
+	return goFlagName.ReplaceAllString(msg, "$1--$2")
 }

@@ -266,3 +266,19 @@ func TestVersionFromTheMakefile(t *testing.T) {
 		t.Errorf("--version with the Makefile's stamp: %q", got)
 	}
 }
+
+// Go's flag errors name flags with one dash; cpilab says them as its help
+// does, with two (a one-letter flag keeps one).
+func TestFlagErrorsUseDoubleDashes(t *testing.T) {
+	for args, want := range map[string]string{
+		"certify --no-such-flag":     "flag provided but not defined: --no-such-flag",
+		"certify --call-timeout":     "flag needs an argument: --call-timeout",
+		"certify --call-timeout=abc": `invalid value "abc" for flag --call-timeout`,
+		"certify -v=maybe":           `invalid boolean value "maybe" for -v`,
+	} {
+		code, _, errs := runArgs(strings.Fields(args)...)
+		if code != exitUsage || !strings.Contains(errs, want) || strings.Count(errs, "flag") > 2 {
+			t.Errorf("cpilab %s: exit %d, stderr %q; want 2 and %q, said once", args, code, errs, want)
+		}
+	}
+}
