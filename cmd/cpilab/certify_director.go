@@ -99,6 +99,13 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 		cfg.CACertPEM = pem
 	}
+	if cfg.URL != "" && cfg.Deployment == "" && cfg.Setup.StemcellLocation == "" && len(cfg.Setup.StemcellManifest) == 0 {
+		// The suite deploys its own instances: without a stemcell on the
+		// director and none to upload, its set-up could only fail.
+		if n, err := dynamicdisks.Stemcells(ctx, cfg); err == nil && n == 0 {
+			return usageError(fs, "the director at %s has no stemcell, and the suite deploys its own instances: give --stemcell PATH (a stemcell directory or .tgz on the director's host), or -d/--deployment and --instances of a deployment of yours", cfg.URL)
+		}
+	}
 	opts.Output = stdout
 	prog := newProgress(stderr)
 	prog.quiet = u.quiet

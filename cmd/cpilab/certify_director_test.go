@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -156,5 +157,25 @@ func TestCertifyDirectorUsageNamesFlags(t *testing.T) {
 	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--admin-token (or --admin-user and --admin-password)") ||
 		!strings.Contains(string(out), "--disk-token") || strings.Contains(string(out), "Config.") {
 		t.Fatalf("%v: %s; want exit 2 naming the missing flags", err, out)
+	}
+}
+
+// A director with no stemcell, a run that deploys its own instances and no
+// --stemcell: a usage error asking for --stemcell, before anything runs.
+func TestCertifyDirectorAsksForAStemcell(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/stemcells" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte("[]"))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	cmd := exec.Command(os.Args[0], "certify-director", "--url", srv.URL, "--admin-token", "a", "--disk-token", "d")
+	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1")
+	code, out, errs := runCmd(t, cmd)
+	if code != exitUsage || !strings.Contains(errs, "has no stemcell") || !strings.Contains(errs, "--stemcell PATH") || strings.Contains(out, "REJECTED") {
+		t.Errorf("exit %d, stderr %q; want 2 and a usage error asking for --stemcell\n%s", code, errs, out)
 	}
 }

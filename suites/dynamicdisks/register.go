@@ -12,6 +12,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/onsi/gomega"
 
+	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/suites"
 )
 
@@ -66,6 +67,21 @@ func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
 		return Summary{}, err
 	}
 	return Summarize(report), nil
+}
+
+// Stemcells counts the stemcells the director at cfg.URL holds, as its
+// admin sees them (GET /stemcells): a run that deploys its own instances
+// needs one, or Setup's stemcell to upload.
+func Stemcells(ctx context.Context, cfg Config) (int, error) {
+	s, err := newSession(ctx, cfg.withDefaults())
+	if err != nil {
+		return 0, err
+	}
+	var list []director.Stemcell
+	if err := s.admin.dc.GetJSON(ctx, "/stemcells", &list); err != nil {
+		return 0, err
+	}
+	return len(list), nil
 }
 
 // Description is the suite's Ginkgo description.
