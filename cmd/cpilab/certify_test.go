@@ -476,3 +476,31 @@ func TestCertifyReportDir(t *testing.T) {
 		t.Errorf("the log does not hold the run's output (verdict %s):\n%s", r.Verdict, log)
 	}
 }
+
+// A CPI that always exits 1: every context's setup fails, the clean-up of
+// contexts that made nothing is not checked (no pass that checked
+// nothing), and a setup failure's printed rerun, pasted into a shell,
+// fails that setup again.
+func TestCertifyBrokenCPIEarnsNoPassAndItsSetupRerunReproduces(t *testing.T) {
+	dir := buildCPIs(t)
+	cpi := filepath.Join(t.TempDir(), "exit-1-cpi")
+	if err := os.WriteFile(cpi, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, stderr := certify(t, dir, "--cpi", cpi, "--json-report", js)
+	r := readReport(t, js)
+	if code != exitRejected || r.Counts.Passed != 0 || r.Counts.Failed == 0 {
+		t.Fatalf("exit %d, counts %+v; want 1 and not one pass\n%s\n%s", code, r.Counts, tail(stdout, 3000), tail(stderr, 2000))
+	}
+	printed := printedReruns(stdout)
+	if len(printed) == 0 {
+		t.Fatalf("no rerun printed:\n%s", stdout)
+	}
+	js2 := filepath.Join(t.TempDir(), "r2.json")
+	code, stdout, stderr = runPrinted(t, printed[0], "--json-report", js2)
+	again := readReport(t, js2)
+	if code != exitRejected || again.Counts.Failed != 1 || !strings.Contains(again.Specs[0].Name, suites.ClauseSetup+":") {
+		t.Errorf("rerun %s: exit %d, counts %+v; want the setup failed again\n%s\n%s", printed[0], code, again.Counts, stdout, stderr)
+	}
+}
