@@ -7,6 +7,10 @@ RACE_PKGS := ./rt/... ./cpiv2/... ./fakeiaas/... ./mbus/... ./agent/... ./direct
 FUZZTIME  ?= 10s
 # The commit `cpilab --version` reports when the toolchain does not stamp it.
 COMMIT    := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+# The version it reports when the toolchain has none (a build from a
+# checkout): the tag, else the pseudo-version `go install …@COMMIT` would
+# give (v0.0.0-<commit time UTC>-<commit>).
+VERSION   := $(shell git describe --tags --exact-match 2>/dev/null || TZ=UTC git log -1 --abbrev=12 --date=format-local:%Y%m%d%H%M%S --format=v0.0.0-%cd-%h 2>/dev/null)
 
 .PHONY: all build test test-steps catalog certify bench fuzz vet fmt clean interop deps
 
@@ -14,7 +18,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN)/cpilab ./cmd/cpilab
+	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT) -X main.buildVersion=$(VERSION)" -o $(BIN)/cpilab ./cmd/cpilab
 	$(GO) build -o $(BIN)/fakeiaas-cpi ./cmd/fakeiaas-cpi
 	$(GO) build -o $(BIN)/bosh-flexvolume ./cmd/bosh-flexvolume
 	$(GO) build -o $(BIN)/bosh-csi ./cmd/bosh-csi

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cpilab/cpilab/fixtures"
 )
 
 // Scale names how many inputs each area tries.
@@ -164,13 +166,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, errors.New("adversarial: area cli needs Config.CLI")
 		}
 	}
-	if cfg.FixturesDir == "" {
-		d, err := findFixtures()
-		if err != nil {
-			return nil, err
-		}
-		cfg.FixturesDir = d
-	}
 	own := false
 	if cfg.WorkDir == "" {
 		d, err := os.MkdirTemp("", "cpilab-adversarial-")
@@ -181,6 +176,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if own {
 		defer os.RemoveAll(cfg.WorkDir)
+	}
+	if cfg.FixturesDir == "" {
+		d, err := findFixtures()
+		if err != nil {
+			// No source tree around: the fixtures built into cpilab.
+			d = filepath.Join(cfg.WorkDir, "fixtures")
+			if err := fixtures.WriteTo(d); err != nil {
+				return nil, fmt.Errorf("adversarial: the built-in fixtures: %w", err)
+			}
+		}
+		cfg.FixturesDir = d
 	}
 	outside := filepath.Join(cfg.WorkDir, "outside")
 	if err := makeSentinel(outside); err != nil {

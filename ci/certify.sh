@@ -5,7 +5,7 @@
 #   CPI_PATH             the CPI executable, on cpilab's embedded cloud (default bin/cpi)
 #   CPILAB_CONFIG        a cloud.yml for a real cloud instead (--config; CPI_PATH is then unused)
 #   CPILAB               the cpilab binary (default: cpilab on PATH)
-#   REPORT_DIR           where junit.xml, report.json and report.html go (default reports)
+#   REPORT_DIR           where junit.xml, report.json, report.html and the run's log cpilab.log go (default reports)
 #   LABELS               optional Ginkgo label filter, e.g. 'suite:contract'
 #   STRICT               non-empty: specs not checked count as failed (--strict)
 #   REQUIRE_API_VERSION  fail a CPI reporting a lower api_version (default 0: none)
@@ -13,7 +13,7 @@ set -euo pipefail
 cpilab=${CPILAB:-cpilab}
 out=${REPORT_DIR:-reports}
 mkdir -p "$out"
-args=(certify --junit-report "$out/junit.xml" --json-report "$out/report.json" --html-report "$out/report.html")
+args=(certify --report-dir "$out")
 if [ -n "${CPILAB_CONFIG:-}" ]; then
 	args+=(--config "$CPILAB_CONFIG")
 else

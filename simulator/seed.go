@@ -127,7 +127,7 @@ type RunConfig struct {
 	// Steps is the number of workload steps (default DefaultSteps).
 	Steps int
 	// Profile is the director profile: ProfileReference (default),
-	// ProfileUpstream, or "upstream:X" (only the knob of race X, a–i).
+	// ProfileUpstream, or "upstream:X" (only the knob of race X, a–j).
 	Profile string
 	// Faults is the fault spec the run draws its faults under (default:
 	// none).
@@ -165,7 +165,7 @@ func (c RunConfig) Validate() error {
 		return fmt.Errorf("workload: clients %d and disks %d must not be negative", c.Workload.Clients, c.Workload.Disks)
 	}
 	if _, err := ParseProfile(c.Profile); err != nil {
-		return fmt.Errorf("profile %q: want %s, %s or %s:<race letter a–i>", c.Profile, ProfileReference, ProfileUpstream, ProfileUpstream)
+		return fmt.Errorf("profile %q: want %s, %s or %s:<race letter a–j>", c.Profile, ProfileReference, ProfileUpstream, ProfileUpstream)
 	}
 	return nil
 }

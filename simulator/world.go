@@ -140,7 +140,7 @@ type World struct {
 }
 
 // ParseProfile returns the director knobs of a profile name: "reference",
-// "upstream", or "upstream:X" with X one race letter (docs/upstream.md) (a–i),
+// "upstream", or "upstream:X" with X one race letter (docs/upstream.md) (a–j),
 // which turns on the knob behind that race, with upstream's handling of CPI
 // errors (TrustCPIErrors: no call is made again to settle an in-doubt
 // outcome), which every upstream race runs with.

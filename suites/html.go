@@ -38,6 +38,16 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"upper":    strings.ToUpper,
 	"seconds":  func(s float64) string { return fmt.Sprintf("%.2f s", s) },
 	"clauseOf": ClauseText,
+	// whyNotChecked says "not checked: why" once, whether or not the
+	// reason already starts with its kind.
+	"whyNotChecked": func(why string) string {
+		for _, kind := range []string{"not checked", "not applicable", "handled"} {
+			if strings.HasPrefix(why, kind) {
+				return why
+			}
+		}
+		return "not checked: " + why
+	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}: {{.Target}}</title>
 <style>
@@ -74,7 +84,7 @@ Cells: ✔ passed · ✘ failed/total · – not checked (never a pass) · ! int
 {{range .Matrix}}{{$r := .}}{{range .Cells}}<section class="cell" id="{{anchor $r.Row .Area}}"><h3>{{$r.Row}} · {{.Area}}</h3><ul>
 {{range .Specs}}{{with spec $c .}}<li class="spec" id="{{.ID}}"><span class="state {{if eq .State "passed"}}pass{{else if eq .State "failed"}}fail{{else if eq .State "interrupted"}}interrupted{{else}}skip{{end}}">{{.State}}</span> {{.Name}}
 {{if .Methods}}<br><small>methods called: {{range .Methods}}<code>{{.}}</code> {{end}}</small>{{end}}
-{{if eq .State "not-checked"}}<br><small>not checked: {{.Reason}}</small>{{end}}
+{{if eq .State "not-checked"}}<br><small>{{whyNotChecked .Reason}}</small>{{end}}
 {{range .Warnings}}<br><small>warning {{.Clause}}: {{.Text}}</small>{{end}}
 {{range .Violations}}<p>broke <strong>{{clauseOf .Clause}}</strong></p><p>the CPI did instead: {{.Did}}</p>
 {{if .Request}}<p>request:</p><pre>{{.Request}}</pre><p>response (exit status {{.ExitCode}}):</p><pre>{{.Response}}</pre>{{end}}{{if .Stderr}}<p>stderr:</p><pre>{{.Stderr}}</pre>{{end}}{{end}}

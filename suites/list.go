@@ -30,14 +30,38 @@ func List(cfg Config, opts RunOptions) ([]SpecInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []SpecInfo
+	return SpecInfos(r), nil
+}
+
+// ListTree is List for any suite RunTree runs: the specs register adds
+// that opts select, without running them.
+func ListTree(description string, register func(), opts RunOptions) ([]SpecInfo, error) {
+	opts.DryRun = true
+	opts.Workers = 1
+	opts.JSONReport, opts.JUnitReport, opts.Progress = "", "", nil
+	r, err := RunTree(description, register, opts)
+	if err != nil {
+		return nil, err
+	}
+	return SpecInfos(r), nil
+}
+
+// SpecInfos are the specs of a (dry) run's report that were selected,
+// each with its clause: the one its text starts with, else its "clause:"
+// label.
+func SpecInfos(r types.Report) []SpecInfo {
+	out := []SpecInfo{}
 	for _, sr := range r.SpecReports {
 		if sr.LeafNodeType != types.NodeTypeIt || !Ran(sr) {
 			continue
 		}
 		labels := slices.Clone(sr.Labels())
 		slices.Sort(labels)
-		out = append(out, SpecInfo{Text: sr.FullText(), Clause: ClauseOf(sr.LeafNodeText), Labels: slices.Compact(labels)})
+		clause := ClauseOf(sr.LeafNodeText)
+		if clause == "" {
+			clause = labelValue(sr, "clause")
+		}
+		out = append(out, SpecInfo{Text: sr.FullText(), Clause: clause, Labels: slices.Compact(labels)})
 	}
-	return out, nil
+	return out
 }

@@ -45,6 +45,9 @@ type RunOptions struct {
 	LabelFilter string
 	// Focus are regexps on the full spec text; only matching specs run.
 	Focus []string
+	// Skip are regexps on the full spec text; matching specs do not run
+	// (empty: Ginkgo's own --ginkgo.skip holds).
+	Skip []string
 	// JUnitReport and JSONReport are files Ginkgo writes its reports to.
 	JUnitReport, JSONReport string
 	// Output receives Ginkgo's own verbose output when Verbose is set
@@ -119,6 +122,9 @@ func RunTree(description string, register func(), opts RunOptions) (types.Report
 	suiteConfig, reporterConfig := GinkgoConfiguration()
 	suiteConfig.LabelFilter = opts.LabelFilter
 	suiteConfig.FocusStrings = opts.Focus
+	if len(opts.Skip) > 0 {
+		suiteConfig.SkipStrings = opts.Skip
+	}
 	suiteConfig.DryRun = opts.DryRun
 	suiteConfig.Timeout = opts.Timeout
 	if suiteConfig.Timeout <= 0 {

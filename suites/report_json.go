@@ -243,6 +243,12 @@ type ReportRun struct {
 	// columns (default Areas with AreaDocs).
 	Title, TargetKind string
 	Areas             []AreaDoc
+	// Row is the matrix row of the specs that carry no "row:" label (a
+	// suite that is one row); "" leaves them out of the matrix.
+	Row string
+	// ClauseTitles are the titles of the suite's own clauses, for those
+	// the CPI contract does not have (nil: the CPI contract's only).
+	ClauseTitles map[string]string
 	// FailFast: the run stops at its first failure (--fail-fast).
 	FailFast    bool
 	Target      string
@@ -286,6 +292,12 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 			continue // Ginkgo's bookkeeping: suite set-up and reporters
 		}
 		s := specResult(r, sr, run.Rerun)
+		if s.ClauseTitle == "" {
+			s.ClauseTitle = run.ClauseTitles[s.Clause]
+		}
+		if s.Row == "" && sr.LeafNodeType == types.NodeTypeIt {
+			s.Row = run.Row
+		}
 		if s.State == StateInterrupted {
 			interrupted = true
 		}

@@ -311,3 +311,19 @@ func TestCertifyReportMarksPartialRuns(t *testing.T) {
 		t.Errorf("a whole run: partial %q, line %q", c.Partial, c.VerdictLine())
 	}
 }
+
+// The HTML report says "not checked" once per reason, whether the reason
+// names its kind already (the CPI suites) or not (certify-flex's).
+func TestHTMLSaysNotCheckedOnce(t *testing.T) {
+	r := types.Report{SuiteSucceeded: true, SpecReports: types.SpecReports{
+		spec("cli.api2", "errors", ClauseDetachTwice, types.SpecStateSkipped, "not checked: no oracle", nil),
+		spec("cli.api2", "errors", ClauseDeleteDisk, types.SpecStateSkipped, "the driver does not declare expansion", nil),
+	}}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, NewCertifyReport(r, ReportRun{})); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "not checked: not checked") || !strings.Contains(b.String(), "not checked: the driver does not declare expansion") {
+		t.Errorf("not-checked reasons in the HTML:\n%s", b.String())
+	}
+}

@@ -39,7 +39,7 @@ func runAdversarial(ctx context.Context, args []string, stdout, stderr io.Writer
 	scale := fs.String("scale", string(adversarial.ScaleFull), "how many inputs: short, test or full (≥ 750)")
 	areas := fs.String("areas", "", "comma-separated areas to run (default all: "+strings.Join(adversarial.Areas, ",")+")")
 	jsonReport := fs.String("json-report", "", "also write the report as JSON to `FILE`")
-	fixtures := fs.String("fixtures", "", "cpilab's fixtures `DIR` (default: fixtures/ of the source tree around the working directory)")
+	fixtures := fs.String("fixtures", "", "cpilab's fixtures `DIR` (default: fixtures/ of the source tree around the working directory, else the copy built into cpilab)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

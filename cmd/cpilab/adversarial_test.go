@@ -39,3 +39,19 @@ func TestAdversarialUsage(t *testing.T) {
 		}
 	}
 }
+
+// Outside a source checkout (no fixtures/ around the working directory)
+// the campaign uses the fixtures built into cpilab.
+func TestAdversarialNeedsNoCheckout(t *testing.T) {
+	t.Chdir(t.TempDir())
+	rep, err := adversarial.Run(context.Background(), adversarial.Config{Seed: 5, Scale: adversarial.ScaleShort, Areas: []string{adversarial.AreaCLI},
+		CLI: runNested})
+	if err != nil {
+		t.Fatalf("adversarial outside a checkout: %v", err)
+	}
+	if rep.Total.Tried == 0 || !rep.Clean() {
+		var b bytes.Buffer
+		_ = rep.WriteTable(&b)
+		t.Fatalf("the cli area with the built-in fixtures:\n%s", b.String())
+	}
+}

@@ -20,7 +20,6 @@ import (
 	"github.com/cpilab/cpilab/internal/termsafe"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
-	"github.com/onsi/ginkgo/v2/types"
 )
 
 func init() {
@@ -34,10 +33,10 @@ type certifyFlags struct {
 	dockerHost, dockerAPI                 string              // --docker-host, --docker-api-version (certify_cloud.go)
 	realDocker                            *testbed.RealDocker // the daemon of --docker-host, once dialled
 	labelFilter, focus, skip              string
-	junit, jsonReport, html               string
+	junit, jsonReport, html, reportDir    string
 	callTimeout, agentTimeout             time.Duration
 	expectSwitch, verbose, failFast, list bool
-	strict                                bool
+	strict, listJSON                      bool
 	requireAPIVersion                     int
 	// ginkgo are the --ginkgo.NAME[=VALUE] arguments passed through to
 	// Ginkgo, as given.
@@ -56,10 +55,12 @@ func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.skip, "skip", "", "leave out the specs whose full text matches this `REGEXP`")
 	fs.BoolVar(&f.failFast, "fail-fast", false, "stop at the first failed spec (what it created is still cleaned up)")
 	fs.BoolVar(&f.list, "list", false, "list the specs (id, clause, labels) that would run, without running anything")
+	fs.BoolVar(&f.listJSON, "json", false, "with --list: print the specs as JSON")
 	fs.BoolVar(&f.strict, "strict", false, "fail, instead of not checking, every spec that cannot check its clause here (no oracle, no agent, a row the CPI cannot be switched into); what does not apply at all stays not checked")
 	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit XML report (one testsuite per suite and row) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.jsonReport, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, matrix linked to its specs, legend) to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.reportDir, "report-dir", "", reportDirUsage)
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "bound on one CPI call; a CPI still running is killed with its whole process group and the call fails")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", 30*time.Second, "bound on waiting for an agent to answer ping")
 	fs.BoolVar(&f.expectSwitch, "expect-version-switch", false, "the CPI claims to honour debug.cpi.api_version: fail (instead of not checking) the rows it cannot be switched into (always on for the default reference CPI)")
@@ -93,6 +94,14 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if f.list {
 		return listSpecs(u, f)
 	}
+	if inSuitesWorker() {
+		f.reportDir = "" // the process that started this worker keeps the log
+	}
+	log, err := f.reports().openDir(fs, &u)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
 	run := certifyRun{f: f, u: u, stdout: stdout, started: time.Now()}
 	return run.certify(ctx)
 }
@@ -109,15 +118,11 @@ func (f *certifyFlags) check(fs *flag.FlagSet) error {
 	if err := f.checkExplore(fs); err != nil {
 		return err
 	}
-	if f.labelFilter != "" {
-		if _, err := types.ParseLabelFilter(f.labelFilter); err != nil {
-			return usageError(fs, "--label-filter %q: %s", f.labelFilter, oneLine(err.Error()))
-		}
+	if err := checkFilters(fs, f.labelFilter, f.focus, f.skip); err != nil {
+		return err
 	}
-	for name, re := range map[string]string{"--focus": f.focus, "--skip": f.skip} {
-		if _, err := regexp.Compile(re); err != nil {
-			return usageError(fs, "%s %q: %v", name, re, err)
-		}
+	if f.listJSON && !f.list {
+		return usageError(fs, "--json goes with --list")
 	}
 	if err := f.reports().check(fs); err != nil {
 		return err
@@ -252,10 +257,8 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	opts.JSONReport = ginkgoReporterConfig().JSONReport // --ginkgo.json-report: Ginkgo's raw report
 	opts.Timeout = ginkgoSuiteConfig().Timeout
 	if !u.quiet {
+		// The notes come once, with the results (writeText).
 		fmt.Fprintf(u.err, "cpilab certify: %s\n", c.target)
-		for _, n := range c.notes {
-			fmt.Fprintf(u.err, "  note: %s\n", n)
-		}
 	}
 	if ctx.Err() != nil { // interrupted while the cloud started
 		fmt.Fprintln(u.out, u.paint("INTERRUPTED", "red")+": before any spec ran; nothing is certified")
@@ -304,13 +307,7 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	if err := c.f.reports().write(rep, c.stdout); err != nil {
 		return err
 	}
-	switch rep.Verdict {
-	case suites.VerdictAccepted:
-		return nil
-	case suites.VerdictInterrupted:
-		return exitError(exitUsage)
-	}
-	return exitError(exitRejected)
+	return verdictExit(rep)
 }
 
 // sweep deletes, through the CPI, what an interrupted run left in the

@@ -12,6 +12,7 @@ import (
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
 	directorfixtures "github.com/cpilab/cpilab/fixtures/director"
+	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
 )
 
@@ -46,13 +47,35 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.IntVar(&cfg.Explore.Steps, "explore-steps", 0, "the average number of requests of one lifecycle")
 	fs.Uint64Var(&cfg.Explore.Seed, "explore-seed", 0, "the seed of the first lifecycle (default 1); a failure's rapid.seed=N replays with --explore-seed N --explore-runs 1")
 	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
-	fs.StringVar(&opts.LabelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter")
-	fs.StringVar(&opts.JUnitReport, "junit-report", "", "write a JUnit report to this file")
-	fs.StringVar(&opts.JSONReport, "json-report", "", "write a JSON report to this file")
+	boshAliases(fs)
+	var sel selection
+	sel.register(fs)
 	fs.BoolVar(&opts.Verbose, "v", false, "verbose Ginkgo output")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := sel.check(fs); err != nil {
+		return err
+	}
+	opts.LabelFilter, opts.Focus, opts.Skip = sel.labelFilter, sel.focusList(), sel.skipList()
+	if sel.list {
+		specs, err := dynamicdisks.List(opts)
+		if err != nil {
+			return err
+		}
+		return writeSpecList(stdout, specs, sel.listJSON)
+	}
+	reportOut := stdout
+	u := newUI(fs, stdout, stderr)
+	if sel.reports.toStdout() {
+		u = newUI(fs, stderr, stderr) // stdout holds the report alone
+	}
+	log, err := sel.reports.openDir(fs, &u)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	stdout, stderr = u.out, u.err
 	if instances != "" {
 		cfg.Instances = strings.Split(instances, ",")
 	}
@@ -100,8 +123,16 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 		cfg.CACertPEM = pem
 	}
+	if cfg.URL != "" && cfg.Deployment == "" && cfg.Setup.StemcellLocation == "" && len(cfg.Setup.StemcellManifest) == 0 {
+		// The suite deploys its own instances: without a stemcell on the
+		// director and none to upload, its set-up could only fail.
+		if n, err := dynamicdisks.Stemcells(ctx, cfg); err == nil && n == 0 {
+			return usageError(fs, "the director at %s has no stemcell, and the suite deploys its own instances: give --stemcell PATH (a stemcell directory or .tgz on the director's host), or -d/--deployment and --instances of a deployment of yours", cfg.URL)
+		}
+	}
 	opts.Output = stdout
 	prog := newProgress(stderr)
+	prog.quiet = u.quiet
 	var n int
 	opts.Progress = func(r dynamicdisks.SpecResult) {
 		n++
@@ -115,29 +146,45 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 		prog.spec(n, 0, outcome, r.Text)
 	}
 
+	start := time.Now() // I/O edge: the run's wall time, for the report
 	if cfg.URL == "" {
-		stop, err := embeddedDirector(ctx, &cfg, profile, stdout)
+		out := stdout
+		if u.quiet {
+			out = io.Discard
+		}
+		stop, err := embeddedDirector(ctx, &cfg, profile, out)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	start := time.Now()
-	sum, err := dynamicdisks.Run(ctx, cfg, opts)
+	report, err := dynamicdisks.RunReport(ctx, cfg, opts)
 	prog.done()
 	if err != nil {
 		return err
 	}
-	sum.WriteText(stdout)
-	writeDirectorVerdict(stdout, sum, time.Since(start))
+	mod, commit, _ := version()
+	rep := suites.NewCertifyReport(report, suites.ReportRun{Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit},
+		Title: "cpilab certify-director", TargetKind: "Director", Areas: dynamicdisks.Areas, Row: "dynamic-disks",
+		Target: cfg.URL, Command: append([]string{invokedAs()}, os.Args[1:]...), Started: start,
+		Duration: time.Since(start).Round(time.Millisecond), Interrupted: ctx.Err() != nil && !report.SuiteSucceeded})
+	sum := dynamicdisks.Summarize(report)
+	if !u.quiet {
+		sum.WriteText(stdout)
+	}
+	if err := sel.reports.write(rep, reportOut); err != nil {
+		return err
+	}
 	if sum.HarnessOnly() {
+		// No answer from the director, even on retries: a harness error,
+		// never a verdict on the director.
+		fmt.Fprintf(stdout, "NOT CERTIFIED: %d harness errors (no answer from the director), %d passed, %d not checked (%s)\n",
+			sum.HarnessErrors, sum.Passed, sum.Skipped, time.Since(start).Round(time.Millisecond))
 		fmt.Fprintf(stderr, "cpilab certify-director: %d harness errors (the director could not be reached, even on retries): nothing certified\n", sum.HarnessErrors)
 		return exitError(2)
 	}
-	if !sum.OK() {
-		return exitError(1)
-	}
-	return nil
+	u.writeVerdict(rep)
+	return verdictExit(rep)
 }
 
 // certifyDirectorUsage says, in flag names, what a run against --url lacks
@@ -169,26 +216,6 @@ func certifyDirectorUsage(cfg dynamicdisks.Config, instances string) string {
 		return ""
 	}
 	return "against --url " + cfg.URL + " it needs " + strings.Join(missing, ", ")
-}
-
-// writeDirectorVerdict prints the run's last line: ACCEPTED or REJECTED
-// with the counts, as certify does.
-func writeDirectorVerdict(w io.Writer, sum dynamicdisks.Summary, elapsed time.Duration) {
-	elapsed = elapsed.Round(time.Millisecond)
-	if sum.HarnessOnly() {
-		fmt.Fprintf(w, "NOT CERTIFIED: %d harness errors (no answer from the director), %d passed, %d not checked (%s)\n",
-			sum.HarnessErrors, sum.Passed, sum.Skipped, elapsed)
-		return
-	}
-	if !sum.OK() {
-		failed := sum.Failed
-		if failed == 0 && sum.SuiteFailure != "" {
-			failed = 1
-		}
-		fmt.Fprintf(w, "REJECTED: %d failed, %d passed, %d not checked (%s)\n", failed, sum.Passed, sum.Skipped, elapsed)
-		return
-	}
-	fmt.Fprintf(w, "ACCEPTED: %d passed, %d not checked (%s)\n", sum.Passed, sum.Skipped, elapsed)
 }
 
 // embeddedDirector starts a reference director with an admin and a

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/suites/dynamicdisks/upstreamfixture"
 )
 
@@ -33,14 +38,50 @@ func certifyDirector(t *testing.T, args ...string) (int, string) {
 // With no --url, certify-director certifies an embedded reference director,
 // and its disk-scoped user sees only the disk endpoints.
 func TestCertifyDirectorAcceptsTheReferenceDirector(t *testing.T) {
-	code, out := certifyDirector(t)
-	if code != 0 || !strings.Contains(out, " passed, 0 failed") {
-		t.Fatalf("exit %d; want 0 and no failure:\n%s", code, out)
+	dir := t.TempDir()
+	js, junit := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.xml")
+	code, out := certifyDirector(t, "--json-report", js, "--junit-report", junit)
+	if code != 0 || !strings.Contains(out, " passed, 0 failed") || !strings.HasPrefix(lastLine(out), "ACCEPTED: ") {
+		t.Fatalf("exit %d; want 0, no failure and the ACCEPTED line:\n%s", code, out)
 	}
 	for _, want := range []string{"embedded reference director (profile reference)", "Not checked (these are not passes)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// The project's report schema, not Ginkgo's raw JSON; JUnit without
+	// Ginkgo's own nodes counted as passes.
+	r := readReport(t, js)
+	if r.Title != "cpilab certify-director" || r.TargetKind != "Director" || r.Verdict != suites.VerdictAccepted || len(r.Matrix) != 1 {
+		t.Errorf("JSON report: title %q, kind %q, verdict %s, matrix %d rows", r.Title, r.TargetKind, r.Verdict, len(r.Matrix))
+	}
+	var j suites.JUnit
+	if b, err := os.ReadFile(junit); err != nil || xml.Unmarshal(b, &j) != nil || bytes.Contains(b, []byte("ReportBeforeSuite")) ||
+		j.Tests != r.Counts.Passed+r.Counts.NotChecked {
+		t.Errorf("JUnit report: %v, %d tests (want %d), or it counts Ginkgo's own nodes", err, j.Tests, r.Counts.Passed+r.Counts.NotChecked)
+	}
+}
+
+// certify-director selects specs and prints as the other certifiers do:
+// --list [--json] runs nothing, --skip leaves specs out, --quiet keeps the
+// verdict line.
+func TestCertifyDirectorSelectsAndQuiets(t *testing.T) {
+	code, out := certifyDirector(t, "--list", "--json", "--label-filter", "area:auth", "--skip", "401")
+	var list struct {
+		Specs []struct{ ID, Text string }
+		Count int
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || list.Count == 0 || list.Count != len(list.Specs) {
+		t.Fatalf("--list --json: exit %d, %v:\n%s", code, err, out)
+	}
+	for _, s := range list.Specs {
+		if strings.Contains(s.Text, "401") {
+			t.Errorf("--skip 401 listed %q", s.Text)
+		}
+	}
+	code, out = certifyDirector(t, "--quiet", "--label-filter", "area:auth")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "ACCEPTED: ") || !strings.Contains(out, "PARTIAL") {
+		t.Errorf("--quiet: exit %d, want 0 and only the verdict line, PARTIAL:\n%s", code, out)
 	}
 }
 
@@ -116,5 +157,25 @@ func TestCertifyDirectorUsageNamesFlags(t *testing.T) {
 	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--admin-token (or --admin-user and --admin-password)") ||
 		!strings.Contains(string(out), "--disk-token") || strings.Contains(string(out), "Config.") {
 		t.Fatalf("%v: %s; want exit 2 naming the missing flags", err, out)
+	}
+}
+
+// A director with no stemcell, a run that deploys its own instances and no
+// --stemcell: a usage error asking for --stemcell, before anything runs.
+func TestCertifyDirectorAsksForAStemcell(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/stemcells" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte("[]"))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	cmd := exec.Command(os.Args[0], "certify-director", "--url", srv.URL, "--admin-token", "a", "--disk-token", "d")
+	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1")
+	code, out, errs := runCmd(t, cmd)
+	if code != exitUsage || !strings.Contains(errs, "has no stemcell") || !strings.Contains(errs, "--stemcell PATH") || strings.Contains(out, "REJECTED") {
+		t.Errorf("exit %d, stderr %q; want 2 and a usage error asking for --stemcell\n%s", code, errs, out)
 	}
 }

@@ -74,3 +74,17 @@ func TestSplitGinkgoArgs(t *testing.T) {
 		t.Errorf("ginkgo %q", g)
 	}
 }
+
+// A Ginkgo pass-through flag with a value parses whether Ginkgo's library
+// has it or not: --ginkgo.procs 2 (a ginkgo CLI flag) is refused by name,
+// not taken for a stray argument.
+func TestGinkgoFlagsWithValuesParse(t *testing.T) {
+	own, g := splitGinkgoArgs([]string{"--ginkgo.procs", "2", "--strict"})
+	if !slices.Equal(own, []string{"--strict"}) || !slices.Equal(g, []string{"--ginkgo.procs=2"}) {
+		t.Errorf("--ginkgo.procs 2: own %q, ginkgo %q", own, g)
+	}
+	code, _, errs := runArgs("certify", "--ginkgo.procs", "2", "--list")
+	if code != exitUsage || !strings.Contains(errs, "--ginkgo.procs: a flag of the ginkgo CLI") || strings.Contains(errs, "unexpected arguments") {
+		t.Errorf("certify --ginkgo.procs 2: exit %d, stderr %q", code, errs)
+	}
+}

@@ -22,11 +22,13 @@ func init() {
 }
 
 type certifyFlexFlags struct {
-	driver, plugin, backend string
-	labelFilter, focus      string
-	junit, jsonReport, html string
-	callTimeout             time.Duration
-	verbose, lenientExit    bool
+	driver, plugin, backend  string
+	labelFilter, focus, skip string
+	junit, jsonReport, html  string
+	reportDir                string
+	callTimeout              time.Duration
+	verbose, lenientExit     bool
+	list, listJSON           bool
 }
 
 func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -36,11 +38,15 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&f.plugin, "plugin-name", "", "its plugin directory name, vendor~driver (default: its directory's name when it has a ~, else cpilab~<executable name>)")
 	fs.StringVar(&f.backend, "backend", flex.BackendBOSH, "bosh: the driver stores volumes as the director's dynamic disks (cloud and fault checks made); none: it does not")
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "time-out of each call-out (the driver is killed after it)")
-	fs.StringVar(&f.labelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter (e.g. area:attach)")
-	fs.StringVar(&f.focus, "focus", "", "run only specs whose text matches this regexp")
+	fs.StringVar(&f.labelFilter, "label-filter", "", "run only the specs matching this Ginkgo label filter `EXPR` (e.g. area:attach)")
+	fs.StringVar(&f.focus, "focus", "", "run only the specs whose full text matches this `REGEXP` (each failure prints one)")
+	fs.StringVar(&f.skip, "skip", "", "leave out the specs whose full text matches this `REGEXP`")
+	fs.BoolVar(&f.list, "list", false, "list the specs (id, clause, labels) that would run, without running anything")
+	fs.BoolVar(&f.listJSON, "json", false, "with --list: print the specs as JSON")
 	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE` (- for stdout; the text then goes to stderr)")
 	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&f.reportDir, "report-dir", "", reportDirUsage)
 	fs.BoolVar(&f.lenientExit, "lenient-exit", false, "accept Failure with exit status 0, as kubelet does (default: Failure must exit non-zero, as the FlexVolume doc says)")
 	fs.BoolVar(&f.verbose, "v", false, "verbose Ginkgo output, with every call-out and its output")
 	if err := parseFlags(fs, args); err != nil {
@@ -50,8 +56,21 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "cpilab certify-flex: --backend must be %s or %s, not %q\n", flex.BackendBOSH, flex.BackendNone, f.backend)
 		return exitError(2)
 	}
+	if err := checkFilters(fs, f.labelFilter, f.focus, f.skip); err != nil {
+		return err
+	}
+	if f.listJSON && !f.list {
+		return usageError(fs, "--json goes with --list")
+	}
 	if err := f.reports().check(fs); err != nil {
 		return err
+	}
+	if f.list {
+		specs, err := suites.ListTree(flex.Description, func() { flex.Register(&flex.RunConfig{}) }, f.runOptions())
+		if err != nil {
+			return err
+		}
+		return writeSpecList(stdout, specs, f.listJSON)
 	}
 	reportOut := stdout
 	if f.reports().toStdout() {
@@ -68,13 +87,21 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	rc := flex.RunConfig{Config: flex.Config{Driver: driver, PluginName: plugin, Backend: f.backend, CallTimeout: f.callTimeout,
 		LenientExit: f.lenientExit},
 		EnvOut: stdout}
-	opts := suites.RunOptions{LabelFilter: f.labelFilter, Output: stdout, Verbose: f.verbose}
-	if f.focus != "" {
-		opts.Focus = []string{f.focus}
+	u := newUI(fs, stdout, stderr)
+	log, err := f.reports().openDir(fs, &u)
+	if err != nil {
+		return err
 	}
+	defer log.Close()
+	stdout, stderr = u.out, u.err
+	opts := f.runOptions()
+	opts.Output, opts.Verbose = stdout, f.verbose
 	prog := newProgress(stderr)
+	prog.quiet = u.quiet
 	opts.Progress = prog.update
-	fmt.Fprintf(stdout, "certifying FlexVolume driver %s (backend %s)\n", driver, f.backend)
+	if !u.quiet {
+		fmt.Fprintf(stdout, "certifying FlexVolume driver %s (backend %s)\n", driver, f.backend)
+	}
 	start := time.Now() // I/O edge: the run's wall time, for the report
 	report, err := flex.Run(ctx, rc, opts)
 	prog.done()
@@ -82,34 +109,42 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	elapsed := time.Since(start).Round(time.Millisecond)
-	sum := suites.Summarize(report)
-	rerun := flexRerunCommand(f, invokedAs(), driver, fs)
-	fails := suites.Failures(report, rerun)
-	writeFlexSpecs(stdout, report)
-	suites.WriteCounts(stdout, sum.Passed, sum.Failed, sum.Skipped, sum.NotChecked)
-	if len(fails) > 0 {
-		fmt.Fprintf(stdout, "\nFailures (%d):\n\n", len(fails))
-		for _, fl := range fails {
-			fl.WriteText(stdout)
-			fmt.Fprintln(stdout)
+	mod, commit, _ := version()
+	rep := suites.NewCertifyReport(report, suites.ReportRun{Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit},
+		Title: "cpilab certify-flex", TargetKind: "FlexVolume driver", Areas: flex.Areas, ClauseTitles: flex.ClauseTitles,
+		Target: driver, Command: append([]string{invokedAs()}, os.Args[1:]...),
+		Notes: []string{"FlexVolume driver certification, backend " + f.backend}, Started: start, Duration: elapsed,
+		Interrupted: ctx.Err() != nil && !report.SuiteSucceeded, Rerun: flexRerunCommand(f, invokedAs(), driver, fs)})
+	if !u.quiet {
+		writeFlexSpecs(stdout, report)
+		reasons := map[string]int{}
+		for _, n := range rep.NotChecked {
+			reasons[n.Reason] = n.Count
+		}
+		suites.WriteCounts(stdout, rep.Counts.Passed, rep.Counts.Failed, rep.Counts.NotChecked, reasons)
+		if rep.Counts.NotRun > 0 {
+			fmt.Fprintf(stdout, "%d not run: the run stopped before they started (neither passes nor failures)\n", rep.Counts.NotRun)
 		}
 	}
-	rep := suites.NewCertifyReport(report, suites.ReportRun{Target: driver, Command: os.Args,
-		Notes: []string{"FlexVolume driver certification, backend " + f.backend}, Started: start, Duration: elapsed,
-		Rerun: rerun})
+	rep.WriteFailuresText(u.out)
 	if err := f.reports().write(rep, reportOut); err != nil {
 		return err
 	}
-	switch {
-	case len(fails) > 0 || sum.Failed > 0 || !report.SuiteSucceeded:
-		fmt.Fprintf(stdout, "REJECTED: %d failed, %d passed, %d not checked (%s)\n", max(sum.Failed, len(fails)), sum.Passed, sum.Skipped, elapsed)
-		return exitError(1)
-	case sum.Passed == 0:
-		fmt.Fprintf(stdout, "NOTHING CHECKED: no spec ran and passed (%d not checked; check --label-filter/--focus) (%s)\n", sum.Skipped, elapsed)
-		return exitError(1)
+	u.writeVerdict(rep)
+	return verdictExit(rep)
+}
+
+// runOptions are the Ginkgo selection of the run: label filter, focus,
+// skip.
+func (f certifyFlexFlags) runOptions() suites.RunOptions {
+	opts := suites.RunOptions{LabelFilter: f.labelFilter}
+	if f.focus != "" {
+		opts.Focus = []string{f.focus}
 	}
-	fmt.Fprintf(stdout, "ACCEPTED: %d passed, %d not checked (%s)\n", sum.Passed, sum.Skipped, elapsed)
-	return nil
+	if f.skip != "" {
+		opts.Skip = []string{f.skip}
+	}
+	return opts
 }
 
 // writeFlexSpecs lists each spec that ran with its mark.

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cpilab/cpilab/suites/flex"
 )
 
 // flexBinaries are the executables the tests build, by installed name.
@@ -64,11 +68,49 @@ func TestCertifyFlexAcceptsTheProjectDriver(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	for p, want := range map[string]string{junit: "flex.attach.exclusive", js: `"clause": "flex.attach.exclusive"`, html: "ACCEPTED"} {
+	for p, wants := range map[string][]string{
+		junit: {"flex.attach.exclusive", `name="cpilab certify-flex: `},
+		js:    {`"clause": "flex.attach.exclusive"`, `"clause_title": "` + flex.ClauseTitles[flex.ClauseAttachExclusive], `"title": "cpilab certify-flex"`},
+		// Its own title, what it certified, and its own areas as columns.
+		html: {"ACCEPTED", "<title>cpilab certify-flex: ", "<h1>cpilab certify-flex</h1>", "FlexVolume driver: <code>", `<th title="` + flex.Areas[6].Title + `">expand</th>`},
+	} {
 		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(b, []byte(want)) {
-			t.Errorf("report %s: %v, or it lacks %q", filepath.Base(p), err, want)
+		for _, want := range wants {
+			if err != nil || !bytes.Contains(b, []byte(want)) {
+				t.Errorf("report %s: %v, or it lacks %q", filepath.Base(p), err, want)
+			}
 		}
+	}
+	r := readReport(t, js)
+	if r.Tool.Version == "" || r.Tool.Commit == "" || r.TargetKind != "FlexVolume driver" || len(r.Matrix) != 1 || len(r.Matrix[0].Cells) != len(flex.Areas) {
+		t.Errorf("JSON report: tool %+v, target kind %q, matrix %+v; want a version, the driver, a cell per area", r.Tool, r.TargetKind, r.Matrix)
+	}
+}
+
+// certify-flex selects specs as certify does: --skip, and --list [--json]
+// that runs nothing.
+func TestCertifyFlexListAndSkip(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := certifyFlex(t, dir, "--list", "--json", "--label-filter", "area:attach || area:expand", "--skip", "exclusive")
+	var list struct {
+		Specs []struct{ ID, Text, Clause string }
+		Count int
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil {
+		t.Fatalf("--list --json: exit %d, %v:\n%s\n%s", code, err, out, errs)
+	}
+	var clauses []string
+	for _, s := range list.Specs {
+		clauses = append(clauses, s.Clause)
+	}
+	slices.Sort(clauses)
+	want := []string{flex.ClauseAttachDevice, flex.ClauseAttachNode, flex.ClauseDetach, flex.ClauseExpand}
+	slices.Sort(want)
+	if list.Count != len(list.Specs) || !slices.Equal(clauses, want) {
+		t.Errorf("--list --json --skip exclusive: clauses %q (count %d), want %q", clauses, list.Count, want)
+	}
+	if code, _, errs := certifyFlex(t, dir, "--skip", "("); code != 2 || !strings.Contains(errs, "--skip") {
+		t.Errorf("--skip '(': exit %d, stderr %q; want a usage error", code, errs)
 	}
 }
 

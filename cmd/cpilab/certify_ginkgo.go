@@ -48,7 +48,10 @@ func splitGinkgoArgs(args []string) (own, ginkgoArgs []string) {
 			ginkgoArgs = append(ginkgoArgs, "--ginkgo."+name+"=true")
 			continue
 		}
-		if f != nil && i+1 < len(args) {
+		if i+1 < len(args) && (f != nil || !strings.HasPrefix(args[i+1], "-")) {
+			// A flag Ginkgo does not have (--ginkgo.procs 2, a flag of the
+			// ginkgo CLI) takes its value too, so that passToGinkgo names
+			// it instead of the value being a stray argument.
 			i++
 			ginkgoArgs = append(ginkgoArgs, "--ginkgo."+name+"="+args[i])
 			continue
@@ -74,6 +77,9 @@ func passToGinkgo(fs *flag.FlagSet, f certifyFlags) error {
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(g, "--ginkgo."), "=")
 		if own, ok := ginkgoOwnedByCertify[name]; ok {
 			return usageError(fs, "--ginkgo.%s: use certify's own %s", name, own)
+		}
+		if name == "procs" || name == "p" || name == "nodes" {
+			return usageError(fs, "--ginkgo.%s: a flag of the ginkgo CLI, not of the suites; certify already runs its suites in several worker processes", name)
 		}
 		if strings.HasPrefix(name, "parallel.") {
 			return usageError(fs, "--ginkgo.%s: certify runs its suites in one process", name)
@@ -134,9 +140,5 @@ func listSpecs(u ui, f certifyFlags) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range specs {
-		fmt.Fprintf(u.out, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.ClauseText(s.Clause), strings.Join(s.Labels, ", "))
-	}
-	fmt.Fprintf(u.out, "%d specs\n", len(specs))
-	return nil
+	return writeSpecList(u.out, specs, f.listJSON)
 }

@@ -323,7 +323,7 @@ func TestRerunCommandReproducesOneFailure(t *testing.T) {
 	sh.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	code, stdout, stderr := runCmd(t, sh)
 	again := readReport(t, js2)
-	if code != 1 || !strings.Contains(stderr, "running 1 specs") || len(again.Specs) != 1 ||
+	if code != 1 || !strings.Contains(stderr, "running 1 spec\n") || len(again.Specs) != 1 ||
 		again.Specs[0].Name != failed[1].Name || again.Specs[0].State != suites.StateFailed {
 		t.Fatalf("rerun %s: exit %d, specs %+v\nstdout:\n%s\nstderr:\n%s", cmdline, code, again.Specs, stdout, stderr)
 	}
@@ -450,5 +450,57 @@ func TestCertifyHarnessLimitsAndReportsToStdout(t *testing.T) {
 		_ = sh.Process.Kill()
 		<-done
 		t.Fatal("certify --json-report /dev/stdout | head -c 300 did not end")
+	}
+}
+
+// --report-dir DIR writes every report and the run's log (stdout and
+// stderr, without colour) into one directory, made if missing.
+func TestCertifyReportDir(t *testing.T) {
+	dir := buildCPIs(t)
+	out := filepath.Join(t.TempDir(), "results", "run-1")
+	code, stdout, stderr := certify(t, dir, "--label-filter", "row:cli.api2 && area:setup", "--report-dir", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r := readReport(t, filepath.Join(out, "report.json"))
+	for _, name := range []string{"junit.xml", "report.html", "cpilab.log"} {
+		if fi, err := os.Stat(filepath.Join(out, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(out, "cpilab.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastLine(string(log)) != lastLine(stdout) || !strings.Contains(string(log), "running 1 spec") || r.Verdict != suites.VerdictAccepted {
+		t.Errorf("the log does not hold the run's output (verdict %s):\n%s", r.Verdict, log)
+	}
+}
+
+// A CPI that always exits 1: every context's setup fails, the clean-up of
+// contexts that made nothing is not checked (no pass that checked
+// nothing), and a setup failure's printed rerun, pasted into a shell,
+// fails that setup again.
+func TestCertifyBrokenCPIEarnsNoPassAndItsSetupRerunReproduces(t *testing.T) {
+	dir := buildCPIs(t)
+	cpi := filepath.Join(t.TempDir(), "exit-1-cpi")
+	if err := os.WriteFile(cpi, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, stderr := certify(t, dir, "--cpi", cpi, "--json-report", js)
+	r := readReport(t, js)
+	if code != exitRejected || r.Counts.Passed != 0 || r.Counts.Failed == 0 {
+		t.Fatalf("exit %d, counts %+v; want 1 and not one pass\n%s\n%s", code, r.Counts, tail(stdout, 3000), tail(stderr, 2000))
+	}
+	printed := printedReruns(stdout)
+	if len(printed) == 0 {
+		t.Fatalf("no rerun printed:\n%s", stdout)
+	}
+	js2 := filepath.Join(t.TempDir(), "r2.json")
+	code, stdout, stderr = runPrinted(t, printed[0], "--json-report", js2)
+	again := readReport(t, js2)
+	if code != exitRejected || again.Counts.Failed != 1 || !strings.Contains(again.Specs[0].Name, suites.ClauseSetup+":") {
+		t.Errorf("rerun %s: exit %d, counts %+v; want the setup failed again\n%s\n%s", printed[0], code, again.Counts, stdout, stderr)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -103,9 +104,22 @@ func parseOnly(fs *flag.FlagSet, args []string) error {
 	if err := applyBOSHEnv(fs); err != nil {
 		return usageError(fs, "%v", err)
 	}
-	if err := fs.Parse(args); err != nil {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // its errors name flags with one dash; parseOnly says them with two
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
+		}
+		fmt.Fprintf(out, "%s: %s\n", fs.Name(), doubleDash(err.Error()))
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+			name = strings.TrimLeft(name, "-")
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			if s := closest(name, names); s != "" {
+				fmt.Fprintf(fs.Output(), "Did you mean --%s?\n", s)
+			}
 		}
 		fmt.Fprintf(fs.Output(), "Run '%s --help' for usage.\n", fs.Name())
 		return exitError(exitUsage)
@@ -123,6 +137,28 @@ var boshEnv = []struct{ env, flag string }{
 	{"BOSH_CLIENT", "admin-user"},
 	{"BOSH_CLIENT_SECRET", "admin-password"},
 	{"BOSH_CA_CERT", "ca-cert"},
+	{"BOSH_DEPLOYMENT", "deployment"},
+}
+
+// boshAliases adds, to a command that talks to a Director, the bosh CLI's
+// names for its flags: -e/--environment (a URL or a host, as bosh -e
+// takes it) for --url, --client and --client-secret for --admin-user and
+// --admin-password, -d for --deployment. Each sets the flag it aliases.
+func boshAliases(fs *flag.FlagSet) {
+	alias := func(name, of string, conv func(string) string) {
+		fs.Func(name, "the bosh CLI's name for --"+of, func(v string) error {
+			if fs.Lookup(of) == nil {
+				return fmt.Errorf("no --%s", of)
+			}
+			return fs.Set(of, conv(v))
+		})
+	}
+	same := func(v string) string { return v }
+	alias("e", "url", directorURL)
+	alias("environment", "url", directorURL)
+	alias("client", "admin-user", same)
+	alias("client-secret", "admin-password", same)
+	alias("d", "deployment", same)
 }
 
 // talksToDirector names the commands that read boshEnv.
@@ -267,4 +303,52 @@ func readCACert(v string) ([]byte, error) {
 		return nil, fmt.Errorf("--ca-cert (or BOSH_CA_CERT): %w", err)
 	}
 	return pem, nil
+}
+
+// closest returns the candidate nearest to word, when it is near enough
+// to be a typo of it (at most a third of its letters edited, or word a
+// prefix of it); "" when none is.
+func closest(word string, candidates []string) string {
+	best, bestD := "", len(word)/3+1
+	for _, c := range candidates {
+		d := editDistance(word, c)
+		if len(word) >= 3 && strings.HasPrefix(c, word) {
+			d = min(d, 1)
+		}
+		if d < bestD || d == bestD && best != "" && c < best {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// goFlagName is a flag named in one of Go's flag errors ("…: -name",
+// "for flag -name:", "for -name:").
+var goFlagName = regexp.MustCompile(`(: |flag |for )-([A-Za-z0-9][A-Za-z0-9._-]+)`)
+
+// doubleDash rewrites Go's flag errors to name flags as cpilab's help
+// does: --name (a one-letter flag keeps its one dash).
+func doubleDash(msg string) string {
+	return goFlagName.ReplaceAllString(msg, "$1--$2")
 }

@@ -36,7 +36,7 @@ func runDirector(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&cfg.DynamicDiskWorkers, "dynamic-disk-workers", 2, "workers dedicated to the dynamic_disks queue")
 	fs.StringVar(&cfg.Database, "database", "", "PostgreSQL URL (postgres://user@host:port/db) shared by several director processes (default: SQLite in the data dir)")
 	fs.StringVar(&cfg.Role, "role", "all", "all (API and workers), api (API only: records tasks) or worker (workers only); api and worker need --database and --cpi-config")
-	fs.StringVar(&cfg.CPIConfig, "cpi-config", "", "cpi.json of a fake cloud served by `cpilab fakeiaas`, shared by every director process (default: a fake cloud of this process's own)")
+	fs.StringVar(&cfg.CPIConfig, "cpi-config", "", "the cpi.json `FILE` of a fake cloud served by cpilab fakeiaas, shared by every director process (default: a fake cloud of this process's own)")
 	fs.DurationVar(&cfg.TaskLease, "task-lease", 30*time.Second, "with --database: how long a task whose worker stops renewing stays its own before another worker takes it over")
 	fs.StringVar(&cfg.LockLog, "lock-log", "", "append one JSON line per lock acquisition and release to this file")
 	var usersFile string

@@ -24,7 +24,7 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("fakeiaas", stderr)
 	dataDir := fs.String("data-dir", "", "state directory: the cloud's database, VM roots, disk files, cpi.json (default: the user's cache dir + cpilab/fakeiaas)")
 	listen := fs.String("listen", "127.0.0.1:0", "loopback address of the HTTP API")
-	memory := fs.Bool("memory", false, "keep state in memory only (nothing survives a restart)")
+	memory := fs.Bool("memory", false, "keep state in memory only (nothing survives a restart); without --data-dir, its files go to a temporary directory removed at exit")
 	noAgents := fs.Bool("no-agents", false, "do not boot a reference agent on each VM")
 	dockerSocket := fs.String("docker-socket", "", "also serve a Docker Engine API face of the cloud on this unix socket, for the BOSH Docker CPI (docs/docker.md)")
 	fs.String("url", "", "the fakeiaas `URL` printed at start (faults verbs; required there)")
@@ -36,7 +36,17 @@ func runFakeIaaS(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := fakeiaas.CheckListen(*listen); err != nil {
 		return usageErrorf(fs, "%v", err)
 	}
-	if *dataDir == "" {
+	switch {
+	case *dataDir == "" && *memory:
+		// Nothing is to survive: the VM roots, keys and cpi.json go to a
+		// directory of this run's own, removed at exit, never the cache.
+		d, err := os.MkdirTemp("", "cpilab-fakeiaas-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*dataDir = d
+	case *dataDir == "":
 		d, err := fakeiaas.DefaultDataDir()
 		if err != nil {
 			return err

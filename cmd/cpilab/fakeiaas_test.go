@@ -142,3 +142,39 @@ func TestFakeIaaSRefusesNonLoopbackBeforeCreatingItsDataDir(t *testing.T) {
 		t.Fatalf("the refused start left %s: %v", dir, err)
 	}
 }
+
+// fakeiaas --memory without --data-dir leaves nothing in the user's cache
+// (no lock, no SSH key, no state): its files live in a directory of its
+// own, gone at exit.
+func TestFakeIaaSMemoryLeavesNoCache(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("HOME", cache)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"fakeiaas", "--memory", "--no-agents"}, &out, &errb) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "fakeiaas listening on") {
+		select {
+		case code := <-done:
+			t.Fatalf("cpilab fakeiaas --memory exited %d: %s", code, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cpilab fakeiaas --memory did not start: %s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d: %s", code, errb.String())
+	}
+	for _, d := range []string{cache, tmp} {
+		if left, _ := os.ReadDir(d); len(left) != 0 {
+			t.Errorf("fakeiaas --memory left %d entries in %s (%s)", len(left), d, left[0].Name())
+		}
+	}
+}

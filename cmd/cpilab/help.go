@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -344,12 +345,17 @@ func flagArg(f *flag.Flag) (string, string) {
 // it (-buildvcs=false).
 var buildCommit string
 
+// buildVersion is the version the Makefile stamps (-X main.buildVersion=…:
+// the tag, else the commit's pseudo-version) for a build from a checkout,
+// whose build info says only "(devel)".
+var buildVersion string
+
 // version returns cpilab's module version and the commit it was built
 // from ("unknown" when neither the build info nor the Makefile says).
 func version() (mod, commit string, modified bool) {
-	mod, commit = "(devel)", buildCommit
+	mod, commit = cmp.Or(buildVersion, "(devel)"), buildCommit
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
+		if bi.Main.Version != "" && (bi.Main.Version != "(devel)" || buildVersion == "") {
 			mod = bi.Main.Version
 		}
 		for _, s := range bi.Settings {

@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/cpilab/cpilab/internal/termsafe"
@@ -87,7 +88,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "cpilab: unknown command %q\nRun 'cpilab --help' for the list of commands.\n", args[0])
+		fmt.Fprintf(stderr, "cpilab: unknown command %q\n", args[0])
+		names := []string{"completion", "help", "version"}
+		for n := range commands {
+			names = append(names, n)
+		}
+		if s := closest(strings.TrimLeft(args[0], "-"), names); s != "" {
+			fmt.Fprintf(stderr, "Did you mean 'cpilab %s'?\n", s)
+		}
+		fmt.Fprintf(stderr, "Run 'cpilab --help' for the list of commands.\n")
 		return exitUsage
 	}
 	err := cmd.run(ctx, args[1:], stdout, stderr)

@@ -219,3 +219,66 @@ func TestColorAndGlyphs(t *testing.T) {
 		t.Error("a UTF-8 locale gets ASCII glyphs")
 	}
 }
+
+// The bosh CLI's habits: -e/--environment, --client, --client-secret and
+// -d set what --url, --admin-user, --admin-password and --deployment do,
+// BOSH_DEPLOYMENT too; a mistyped command or flag gets a suggestion.
+func TestBOSHAliasesAndSuggestions(t *testing.T) {
+	t.Setenv("BOSH_DEPLOYMENT", "from-env")
+	fs := newFlagSet("certify-director", &bytes.Buffer{})
+	url, user, secret, dep := fs.String("url", "", ""), fs.String("admin-user", "", ""), fs.String("admin-password", "", ""), fs.String("deployment", "", "")
+	boshAliases(fs)
+	if err := parseFlags(fs, []string{"-e", "10.0.0.6", "--client", "admin", "--client-secret", "s3cret"}); err != nil {
+		t.Fatal(err)
+	}
+	if *url != "https://10.0.0.6:25555" || *user != "admin" || *secret != "s3cret" || *dep != "from-env" {
+		t.Errorf("-e, --client, --client-secret, BOSH_DEPLOYMENT: url %q user %q secret %q deployment %q", *url, *user, *secret, *dep)
+	}
+	fs = newFlagSet("certify-director", &bytes.Buffer{})
+	dep = fs.String("deployment", "", "")
+	url = fs.String("url", "", "")
+	boshAliases(fs)
+	if err := parseFlags(fs, []string{"-d", "cf", "--environment", "https://d:25555"}); err != nil || *dep != "cf" || *url != "https://d:25555" {
+		t.Errorf("-d cf --environment: deployment %q url %q, %v", *dep, *url, err)
+	}
+	for args, want := range map[string]string{
+		"certifi":                 "Did you mean 'cpilab certify'?",
+		"simualte":                "Did you mean 'cpilab simulate'?",
+		"certify --label-filer x": "Did you mean --label-filter?",
+		"certify --fail-fats":     "Did you mean --fail-fast?",
+	} {
+		code, _, errs := runArgs(strings.Fields(args)...)
+		if code != exitUsage || !strings.Contains(errs, want) {
+			t.Errorf("cpilab %s: exit %d, stderr %q; want 2 and %q", args, code, errs, want)
+		}
+	}
+}
+
+// A build from a checkout (build info "(devel)") reports the version and
+// commit the Makefile stamps, never "(devel)" when it has one.
+func TestVersionFromTheMakefile(t *testing.T) {
+	oldV, oldC := buildVersion, buildCommit
+	defer func() { buildVersion, buildCommit = oldV, oldC }()
+	buildVersion, buildCommit = "v0.0.0-20260101000000-0123456789ab", "0123456789ab"
+	var b bytes.Buffer
+	writeVersion(&b)
+	if got := b.String(); !strings.HasPrefix(got, "cpilab v0.0.0-20260101000000-0123456789ab, commit ") || strings.Contains(got, "(devel)") {
+		t.Errorf("--version with the Makefile's stamp: %q", got)
+	}
+}
+
+// Go's flag errors name flags with one dash; cpilab says them as its help
+// does, with two (a one-letter flag keeps one).
+func TestFlagErrorsUseDoubleDashes(t *testing.T) {
+	for args, want := range map[string]string{
+		"certify --no-such-flag":     "flag provided but not defined: --no-such-flag",
+		"certify --call-timeout":     "flag needs an argument: --call-timeout",
+		"certify --call-timeout=abc": `invalid value "abc" for flag --call-timeout`,
+		"certify -v=maybe":           `invalid boolean value "maybe" for -v`,
+	} {
+		code, _, errs := runArgs(strings.Fields(args)...)
+		if code != exitUsage || !strings.Contains(errs, want) || strings.Count(errs, "flag") > 2 {
+			t.Errorf("cpilab %s: exit %d, stderr %q; want 2 and %q, said once", args, code, errs, want)
+		}
+	}
+}

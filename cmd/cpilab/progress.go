@@ -32,7 +32,7 @@ func (p *progress) update(done, total int, sr *types.SpecReport) {
 		return
 	}
 	if sr == nil {
-		fmt.Fprintf(p.w, "running %d specs\n", total)
+		fmt.Fprintf(p.w, "running %d %s\n", total, plural(total, "spec", "specs"))
 		return
 	}
 	switch {

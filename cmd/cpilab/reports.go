@@ -1,10 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+
+	"github.com/onsi/ginkgo/v2/types"
 
 	"github.com/cpilab/cpilab/suites"
 )
@@ -12,7 +18,50 @@ import (
 // reportPaths are the report files a certification run writes
 // (--json-report, --junit-report, --html-report); certify and certify-flex
 // share them. The path "-" is stdout: the run's text then goes to stderr.
-type reportPaths struct{ json, junit, html string }
+type reportPaths struct{ json, junit, html, dir string }
+
+// The files --report-dir DIR writes, beside the reports named elsewhere.
+const (
+	dirJSON  = "report.json"
+	dirJUnit = "junit.xml"
+	dirHTML  = "report.html"
+	dirLog   = "cpilab.log"
+)
+
+// inDir is p with every report not named otherwise in p.dir.
+func (p reportPaths) inDir() reportPaths {
+	if p.dir == "" {
+		return p
+	}
+	for _, r := range []struct {
+		path *string
+		name string
+	}{{&p.json, dirJSON}, {&p.junit, dirJUnit}, {&p.html, dirHTML}} {
+		if *r.path == "" {
+			*r.path = filepath.Join(p.dir, r.name)
+		}
+	}
+	return p
+}
+
+// openDir makes --report-dir (and its parents) and sends everything u
+// prints, stdout and stderr, to its cpilab.log too, without colour: the
+// run's log beside its reports. The caller closes the log.
+func (p reportPaths) openDir(fs *flag.FlagSet, u *ui) (io.Closer, error) {
+	if p.dir == "" {
+		return io.NopCloser(nil), nil
+	}
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return nil, usageError(fs, "--report-dir %s: %v", p.dir, err)
+	}
+	log, err := os.OpenFile(filepath.Join(p.dir, dirLog), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err != nil {
+		return nil, usageError(fs, "--report-dir %s: %v", p.dir, err)
+	}
+	u.color = false
+	u.out, u.err = io.MultiWriter(u.out, log), io.MultiWriter(u.err, log)
+	return log, nil
+}
 
 // stdoutPath is the report path that means stdout.
 const stdoutPath = "-"
@@ -27,6 +76,12 @@ func (p reportPaths) toStdout() bool {
 // after it (a missing directory, a directory), and two reports on stdout,
 // as a usage error.
 func (p reportPaths) check(fs *flag.FlagSet) error {
+	if p.dir != "" {
+		if fi, err := os.Stat(p.dir); err == nil && !fi.IsDir() {
+			return usageError(fs, "--report-dir %s: not a directory", p.dir)
+		}
+	}
+	p = p.inDir()
 	var onStdout []string
 	for _, r := range []struct{ flag, path string }{{"--junit-report", p.junit}, {"--json-report", p.json}, {"--html-report", p.html}} {
 		if r.path == "" {
@@ -38,6 +93,9 @@ func (p reportPaths) check(fs *flag.FlagSet) error {
 			}
 			continue
 		}
+		if p.dir != "" && filepath.Dir(r.path) == filepath.Clean(p.dir) {
+			continue // made by openDir
+		}
 		if err := checkReportPath(r.path); err != nil {
 			return usageError(fs, "%s %s: %v", r.flag, r.path, err)
 		}
@@ -47,6 +105,7 @@ func (p reportPaths) check(fs *flag.FlagSet) error {
 
 // write writes each report asked for, the one named "-" to stdout.
 func (p reportPaths) write(rep *suites.CertifyReport, stdout io.Writer) error {
+	p = p.inDir()
 	for _, r := range []struct {
 		path  string
 		write func(io.Writer) error
@@ -72,9 +131,122 @@ func (p reportPaths) write(rep *suites.CertifyReport, stdout io.Writer) error {
 }
 
 func (f certifyFlags) reports() reportPaths {
-	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html}
+	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html, dir: f.reportDir}
 }
 
 func (f certifyFlexFlags) reports() reportPaths {
-	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html}
+	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html, dir: f.reportDir}
+}
+
+// reportDirUsage is --report-dir's help.
+const reportDirUsage = "write every report (" + dirJSON + ", " + dirJUnit + ", " + dirHTML + ") and the run's log (" + dirLog + ") into `DIR`, made if missing; a report flag given as well still wins"
+
+// verdictExit is a certifier's exit status for its verdict: 0 accepted,
+// 2 interrupted (a harness limit), 1 otherwise.
+func verdictExit(rep *suites.CertifyReport) error {
+	switch rep.Verdict {
+	case suites.VerdictAccepted:
+		return nil
+	case suites.VerdictInterrupted:
+		return exitError(exitUsage)
+	}
+	return exitError(exitRejected)
+}
+
+// checkFilters refuses a malformed label filter, focus or skip before
+// anything starts.
+func checkFilters(fs *flag.FlagSet, labelFilter, focus, skip string) error {
+	if labelFilter != "" {
+		if _, err := types.ParseLabelFilter(labelFilter); err != nil {
+			return usageError(fs, "--label-filter %q: %s", labelFilter, oneLine(err.Error()))
+		}
+	}
+	for _, r := range []struct{ name, re string }{{"--focus", focus}, {"--skip", skip}} {
+		if _, err := regexp.Compile(r.re); err != nil {
+			return usageError(fs, "%s %q: %v", r.name, r.re, err)
+		}
+	}
+	return nil
+}
+
+// writeSpecList prints what --list found: for a person, each spec's id,
+// text, clause and labels and the count; with --json, one JSON object
+// {"specs": [...], "count": N} for a program.
+func writeSpecList(w io.Writer, specs []suites.SpecInfo, asJSON bool) error {
+	if asJSON {
+		type listed struct {
+			ID string `json:"id"`
+			suites.SpecInfo
+		}
+		out := struct {
+			Specs []listed `json:"specs"`
+			Count int      `json:"count"`
+		}{Specs: []listed{}, Count: len(specs)}
+		for _, s := range specs {
+			out.Specs = append(out.Specs, listed{ID: suites.SpecID(s.Text), SpecInfo: s})
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	for _, s := range specs {
+		fmt.Fprintf(w, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.ClauseText(s.Clause), strings.Join(s.Labels, ", "))
+	}
+	fmt.Fprintf(w, "%d %s\n", len(specs), plural(len(specs), "spec", "specs"))
+	return nil
+}
+
+// plural is one or many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// selection is the flags every certifier shares to choose its specs and
+// its reports: --label-filter, --focus, --skip, --list [--json], and the
+// report paths. A certifier registers them with register.
+type selection struct {
+	labelFilter, focus, skip string
+	list, listJSON           bool
+	reports                  reportPaths
+}
+
+func (s *selection) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.labelFilter, "label-filter", "", "run only the specs matching this Ginkgo label filter `EXPR`")
+	fs.StringVar(&s.focus, "focus", "", "run only the specs whose full text matches this `REGEXP`")
+	fs.StringVar(&s.skip, "skip", "", "leave out the specs whose full text matches this `REGEXP`")
+	fs.BoolVar(&s.list, "list", false, "list the specs (id, clause, labels) that would run, without running anything")
+	fs.BoolVar(&s.listJSON, "json", false, "with --list: print the specs as JSON")
+	fs.StringVar(&s.reports.junit, "junit-report", "", "write a JUnit XML report to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&s.reports.json, "json-report", "", "write cpilab's JSON report (docs/report.md) to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&s.reports.html, "html-report", "", "write an HTML report to `FILE` (- for stdout; the text then goes to stderr)")
+	fs.StringVar(&s.reports.dir, "report-dir", "", reportDirUsage)
+}
+
+// check refuses, as usage errors, a malformed filter, --json without
+// --list, and a report that could not be written.
+func (s *selection) check(fs *flag.FlagSet) error {
+	if err := checkFilters(fs, s.labelFilter, s.focus, s.skip); err != nil {
+		return err
+	}
+	if s.listJSON && !s.list {
+		return usageError(fs, "--json goes with --list")
+	}
+	return s.reports.check(fs)
+}
+
+func (s *selection) focusList() []string {
+	if s.focus == "" {
+		return nil
+	}
+	return []string{s.focus}
+}
+
+func (s *selection) skipList() []string {
+	if s.skip == "" {
+		return nil
+	}
+	return []string{s.skip}
 }

@@ -369,19 +369,97 @@ func TestCITemplates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: actionlint is built with go run")
 	}
-	wf := filepath.Join("..", "..", "ci", "github-actions.yml")
-	cmd := exec.Command("go", "run", "github.com/rhysd/actionlint/cmd/actionlint", "-shellcheck=", "-pyflakes=", wf)
+	ci := filepath.Join("..", "..", "ci")
+	wf := filepath.Join(ci, "github-actions.yml")
+	workflows := []string{wf, filepath.Join(ci, "github-actions-report.yml"), filepath.Join(ci, "sweep-github-actions.yml")}
+	cmd := exec.Command("go", append([]string{"run", "github.com/rhysd/actionlint/cmd/actionlint", "-shellcheck=", "-pyflakes="}, workflows...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("actionlint %s: %v\n%s", wf, err, out)
+		t.Fatalf("actionlint %s: %v\n%s", workflows, err, out)
 	}
 	b, err := os.ReadFile(wf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"workflow_call:", "cpilab-version:", "junit", "CPILAB_VERSION"} {
+	for _, want := range []string{"workflow_call:", "cpilab-version:", "CPILAB_VERSION", "upload-artifact"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("%s lacks %q", wf, want)
 		}
+	}
+	// Fork-safe: the job that runs a pull request's code writes nothing;
+	// the workflow_run job that publishes the check does not check it out.
+	if bytes.Contains(b, []byte("checks: write")) {
+		t.Errorf("%s asks for checks: write, which a pull request from a fork does not get", wf)
+	}
+	rb, err := os.ReadFile(filepath.Join(ci, "github-actions-report.yml"))
+	if err != nil || !bytes.Contains(rb, []byte("workflow_run:")) || !bytes.Contains(rb, []byte("checks: write")) || bytes.Contains(rb, []byte("checkout")) {
+		t.Errorf("github-actions-report.yml: %v; want a workflow_run job with checks: write that checks nothing out", err)
+	}
+	// Every action pinned to a commit, its tag in a comment; no cpilab
+	// version that does not exist.
+	uses := regexp.MustCompile(`uses:\s*([^\s#]+)(\s*#\s*(\S+))?`)
+	entries, err := os.ReadDir(ci)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commands []string // the cpilab commands the templates run
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".yml") && !strings.HasSuffix(e.Name(), ".yaml") && !strings.HasSuffix(e.Name(), ".sh") {
+			continue
+		}
+		tb, err := os.ReadFile(filepath.Join(ci, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(tb, []byte("v0.1.0")) {
+			t.Errorf("%s names cpilab v0.1.0, a version that does not exist", e.Name())
+		}
+		for _, l := range strings.Split(string(tb), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "#") {
+				continue
+			}
+			if m := uses.FindStringSubmatch(l); m != nil && !strings.HasPrefix(m[1], "./") {
+				_, ref, _ := strings.Cut(m[1], "@")
+				if !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(ref) || !strings.HasPrefix(m[3], "v") {
+					t.Errorf("%s: %q is not pinned to a commit with its tag in a comment", e.Name(), strings.TrimSpace(l))
+				}
+			}
+			code, _, _ := strings.Cut(l, " #")
+			for _, m := range regexp.MustCompile(`(?:bin/cpilab|/cpilab|^\s*(?:-\s+|run:\s+)?cpilab)\s+([a-z][a-z-]+)(?:\s|$)`).FindAllStringSubmatch(code, -1) {
+				commands = append(commands, m[1])
+			}
+		}
+		if strings.HasSuffix(e.Name(), ".yml") || strings.HasSuffix(e.Name(), ".yaml") {
+			var doc any
+			if err := yaml.Unmarshal(tb, &doc); err != nil {
+				t.Errorf("%s does not parse as YAML: %v", e.Name(), err)
+			}
+		}
+	}
+	// Every cpilab command the templates run is one `cpilab --help` lists.
+	if len(commands) < 3 {
+		t.Errorf("found %q as the cpilab commands the templates run; want certify, simulate and merge's", commands)
+	}
+	_, help, _ := runArgs("--help")
+	for _, c := range commands {
+		if !strings.Contains(help, "\n  "+c+" ") {
+			t.Errorf("the CI templates run 'cpilab %s', which cpilab --help does not list", c)
+		}
+	}
+	// The GitLab template publishes the JUnit report.
+	var gl map[string]struct {
+		Script    []string `yaml:"script"`
+		Artifacts struct {
+			Reports struct {
+				JUnit string `yaml:"junit"`
+			} `yaml:"reports"`
+		} `yaml:"artifacts"`
+	}
+	gb, err := os.ReadFile(filepath.Join(ci, "gitlab-ci.yml"))
+	if err == nil {
+		err = yaml.Unmarshal(gb, &gl)
+	}
+	if err != nil || gl["cpilab-certify"].Artifacts.Reports.JUnit != "reports/junit.xml" || len(gl["cpilab-certify"].Script) == 0 {
+		t.Errorf("gitlab-ci.yml: %v; want a cpilab-certify job with a JUnit report artifact", err)
 	}
 	var task struct {
 		Platform      string `yaml:"platform"`

@@ -2,6 +2,7 @@ package dynamicdisks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/onsi/gomega"
 
+	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/internal/termsafe"
 	"github.com/cpilab/cpilab/suites"
 )
@@ -43,6 +45,8 @@ type RunOptions struct {
 	LabelFilter string
 	// Focus are regexps on the full spec text; only matching specs run.
 	Focus []string
+	// Skip are regexps on the full spec text; matching specs do not run.
+	Skip []string
 	// JUnitReport and JSONReport are files Ginkgo writes its reports to.
 	JUnitReport, JSONReport string
 	// Output receives Ginkgo's verbose output when Verbose is set
@@ -63,27 +67,96 @@ type RunOptions struct {
 // or oversize body), Run returns the summary and an error naming the
 // endpoint and the cap: the director cannot be certified.
 func Run(ctx context.Context, cfg Config, opts RunOptions) (Summary, error) {
+	report, err := RunReport(ctx, cfg, opts)
+	var capped *CappedError
+	switch {
+	case errors.As(err, &capped):
+		return Summarize(report), err
+	case err != nil:
+		return Summary{}, err
+	}
+	return Summarize(report), nil
+}
+
+// Stemcells counts the stemcells the director at cfg.URL holds, as its
+// admin sees them (GET /stemcells): a run that deploys its own instances
+// needs one, or Setup's stemcell to upload.
+func Stemcells(ctx context.Context, cfg Config) (int, error) {
+	s, err := newSession(ctx, cfg.withDefaults())
+	if err != nil {
+		return 0, err
+	}
+	var list []director.Stemcell
+	if err := s.admin.dc.GetJSON(ctx, "/stemcells", &list); err != nil {
+		return 0, err
+	}
+	return len(list), nil
+}
+
+// Description is the suite's Ginkgo description.
+const Description = "cpilab dynamic disks API certification"
+
+// RunReport is Run returning Ginkgo's report, for a caller that builds
+// cpilab's certify report from it (suites.NewCertifyReport). A set-up
+// that failed because an answer broke a read cap gives the report and a
+// *CappedError.
+func RunReport(ctx context.Context, cfg Config, opts RunOptions) (types.Report, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Minute
 	}
 	var r *run
-	report, err := suites.RunTree("cpilab dynamic disks API certification", func() { r = describe(&cfg, ctx) },
-		suites.RunOptions{LabelFilter: opts.LabelFilter, Focus: opts.Focus, JUnitReport: opts.JUnitReport,
-			JSONReport: opts.JSONReport, Output: opts.Output, Verbose: opts.Verbose, Timeout: opts.Timeout,
-			Progress: func(_, _ int, sr *types.SpecReport) {
-				if sr != nil && opts.Progress != nil {
-					opts.Progress(specResult(*sr))
-				}
-			}})
-	if err != nil {
-		return Summary{}, err
-	}
-	if r != nil {
-		if p := r.capped.Load(); p != nil {
-			return Summarize(report), fmt.Errorf("the director's answer broke a read cap, so it cannot be certified: %w", *p)
+	report, err := suites.RunTree(Description, func() { r = describe(&cfg, ctx) }, opts.suites(func(_, _ int, sr *types.SpecReport) {
+		if sr != nil && opts.Progress != nil {
+			opts.Progress(specResult(*sr))
 		}
+	}))
+	if err != nil || r == nil {
+		return report, err
 	}
-	return Summarize(report), nil
+	if p := r.capped.Load(); p != nil {
+		return report, &CappedError{Err: *p}
+	}
+	return report, nil
+}
+
+// CappedError is a certify-director run whose set-up met an answer over
+// its read cap (internal/httpread: an endless or oversize body): the
+// director cannot be certified.
+type CappedError struct{ Err error }
+
+func (e *CappedError) Error() string {
+	return "the director's answer broke a read cap, so it cannot be certified: " + e.Err.Error()
+}
+
+func (e *CappedError) Unwrap() error { return e.Err }
+
+// List returns the specs a run with opts would run, without running
+// anything (a Ginkgo dry run).
+func List(opts RunOptions) ([]suites.SpecInfo, error) {
+	return suites.ListTree(Description, func() { describe(&Config{}, context.Background()) }, opts.suites(nil))
+}
+
+func (opts RunOptions) suites(progress func(done, total int, sr *types.SpecReport)) suites.RunOptions {
+	return suites.RunOptions{LabelFilter: opts.LabelFilter, Focus: opts.Focus, Skip: opts.Skip, JUnitReport: opts.JUnitReport,
+		JSONReport: opts.JSONReport, Output: opts.Output, Verbose: opts.Verbose, Timeout: opts.Timeout, Progress: progress}
+}
+
+// Areas are the report's columns for this suite, in order, with what each
+// checks (the legend of its matrix).
+var Areas = []suites.AreaDoc{
+	{ID: "provide", Title: "provide creates, attaches or refuses a disk as the desired state says, idempotently"},
+	{ID: "create", Title: "create makes a disk without attaching it"},
+	{ID: "detach", Title: "detach, and detach again, succeed"},
+	{ID: "delete", Title: "delete removes a disk, and refuses an attached one"},
+	{ID: "input", Title: "malformed requests are refused with a clear status"},
+	{ID: "auth", Title: "the disk-scoped user reaches only the disk endpoints; no credentials, no access"},
+	{ID: "tasks", Title: "each call is a task whose result and state tell what happened"},
+	{ID: "queue", Title: "tasks on one disk run in order; tasks on others do not wait"},
+	{ID: "race", Title: "concurrent calls on one disk end in a state the desired-state contract allows"},
+	{ID: "iaas", Title: "what the cloud holds matches what the director said"},
+	{ID: "metadata", Title: "disk metadata reaches the cloud"},
+	{ID: "agent", Title: "the agent on the VM sees the disk where the director said"},
+	{ID: "cleanup", Title: "the run leaves nothing behind"},
 }
 
 // SpecResult is one spec as the summary shows it.

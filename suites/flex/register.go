@@ -34,6 +34,21 @@ var clauseArea = map[string]string{
 	ClauseFaultDirectorDown: "faults", ClauseFaultTaskFailed: "faults", ClauseMountRacesDetach: "faults", ClauseExpand: "expand",
 }
 
+// Areas are the report's columns for this suite, in order, with what each
+// checks (the legend of its matrix).
+var Areas = []suites.AreaDoc{
+	{ID: "install", Title: "the driver installs where kubelet's prober finds it, and init answers its capabilities"},
+	{ID: "protocol", Title: "each call-out answers one JSON object with a known status and the matching exit status"},
+	{ID: "attach", Title: "attach, waitforattach, isattached and detach name the right device and node, idempotently and exclusively"},
+	{ID: "mount", Title: "mountdevice and unmountdevice are idempotent; a volume's life cycle leaves nothing behind"},
+	{ID: "data", Title: "a disk is formatted only when blank, and its data moves with it to another node"},
+	{ID: "faults", Title: "a Director that is down, a failed task, a mount racing a detach: clear failures, nothing lost"},
+	{ID: "expand", Title: "a driver that declares expansion grows the disk and its filesystem"},
+}
+
+// Description is the suite's Ginkgo description.
+const Description = "cpilab FlexVolume driver certification"
+
 // Register adds the FlexVolume driver suite to the current Ginkgo tree.
 // rc is read when the specs run, so a BeforeSuite may still fill it in.
 func Register(rc *RunConfig) bool {
@@ -110,11 +125,11 @@ func failWith(clause string, _ any, format string, a ...any) {
 // process.
 func Run(ctx context.Context, rc RunConfig, opts suites.RunOptions) (types.Report, error) {
 	_ = ctx
-	return suites.RunTree("cpilab FlexVolume driver certification", func() { Register(&rc) }, opts)
+	return suites.RunTree(Description, func() { Register(&rc) }, opts)
 }
 
 // Test registers the suite and runs it inside a go test.
 func Test(t GinkgoTestingT, rc RunConfig) bool {
 	Register(&rc)
-	return RunSpecs(t, "cpilab FlexVolume driver certification")
+	return RunSpecs(t, Description)
 }
