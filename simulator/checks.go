@@ -152,6 +152,14 @@ func (w *World) SafetyView() View {
 	return View{IaaS: st}
 }
 
+// tasksOpen reports whether the API lists a queued or processing task, or
+// cannot be read.
+func (w *World) tasksOpen() bool {
+	var open []director.TaskView
+	err := w.apiGet("/tasks?state=queued,processing&limit=1", &open)
+	return err != nil || len(open) > 0
+}
+
 // livenessView is the part of View checkLiveness needs.
 func (w *World) livenessView(given []GivenTask) View {
 	var v View

@@ -72,6 +72,8 @@ var refusals = []refusal{
 		"another task holds the disk name"},
 	// The client found no VM to delete (GET /deployments/:name/instances).
 	{regexp.MustCompile(`^instance has no VM$`), diskmodel.Refused, "the instance has no VM to delete"},
+	// DELETE /vms/:cid of a VM gone since the client looked it up.
+	{regexp.MustCompile(`^VM "[^"]+" not found$`), diskmodel.Refused, "the VM was gone"},
 	// DELETE /vms/:cid of a VM a concurrent recreate replaced.
 	{regexp.MustCompile(`^VM \S+ is no longer the VM of instance \S+$`), diskmodel.Refused, "the VM was replaced"},
 	// lock_helper.rb: a lock wait timed out (the holder is checked below).
