@@ -142,9 +142,9 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 		if f.agent != "" && strings.Contains(errText, f.agent) && (persistent || !f.at.After(ret)) {
 			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on agent %s", f.f, f.agent)}
 		}
-		if !f.at.After(ret) && f.at.Add(f.f.Duration+faultReach).After(call) {
-			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v while in flight", f.f)}
-		}
+	}
+	if f, ok := faultInFlight(fired, call, ret); ok {
+		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v while in flight", f.f)}
 	}
 	if res.task == 0 && crashes > 0 && errText == "director down" {
 		return explanation{outcome: diskmodel.Failed, why: "the director had crashed"}
@@ -216,4 +216,47 @@ func (r *workloadRun) checkExplained(self int, o Op, res opResult, call, ret tim
 	}
 	r.w.addViolation(&Violation{Invariant: InvExplained, Phase: AfterStep, Err: fmt.Errorf("%s", msg)})
 	return diskmodel.Unexplained
+}
+
+// faultInFlight is a fault that fired while an operation was in flight from
+// call to ret, or so shortly before that its effects reach into it.
+func faultInFlight(fired []firedFault, call, ret time.Time) (firedFault, bool) {
+	for _, f := range fired {
+		if !f.at.After(ret) && f.at.Add(f.f.Duration+faultReach).After(call) {
+			return f, true
+		}
+	}
+	return firedFault{}, false
+}
+
+// checkProgress: a provide or attach the Director queued, with no fault on
+// its path, ends within taskTimeout of simulated time (a failure must then
+// be explained, which checkExplained decides). One whose client gave up
+// waiting is kept for progressViolation, which runs once liveness holds (a
+// task that never ends is liveness's to report).
+func (r *workloadRun) checkProgress(o Op, res opResult, call, ret time.Time) {
+	if (o.Kind != OpProvide && o.Kind != OpAttach) || res.task == 0 || res.final {
+		return
+	}
+	w := r.w
+	w.mu.Lock()
+	fired := w.fired
+	w.mu.Unlock()
+	if _, ok := faultInFlight(fired, call, ret); ok {
+		return
+	}
+	r.mu.Lock()
+	r.late = append(r.late, fmt.Sprintf("task %d (%v) did not end within %s of simulated time (GET /tasks/%d: %s)",
+		res.task, o, taskTimeout, res.task, res.state))
+	r.mu.Unlock()
+}
+
+// progressViolation reports the provides and attaches checkProgress kept.
+func (r *workloadRun) progressViolation() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.late) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s; no fault was on their path", strings.Join(r.late, "; "))
 }

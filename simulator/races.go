@@ -41,6 +41,10 @@ const (
 	// path, an invalid request by the workload, or a documented refusal
 	// (explain.go).
 	InvExplained = "every-failure-explained"
+	// InvProgress: a provide or attach the Director queued, with no fault
+	// on its path, ends within the client's task timeout (20 min of
+	// simulated time); checked once liveness holds.
+	InvProgress = "provide-progress"
 	// InvLinearizable: the dynamic-disk API history is linearizable per
 	// disk name (porcupine, diskmodel).
 	InvLinearizable = "linearizable-dynamic-disk-api"

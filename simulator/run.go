@@ -208,6 +208,9 @@ func Simulate(cfg SimConfig) *Outcome {
 			violations = append(violations, &Violation{Invariant: InvLiveness, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed, Err: err})
 			return
 		}
+		if err := wr.progressViolation(); err != nil {
+			violations = append(violations, &Violation{Invariant: InvProgress, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed, Err: err})
+		}
 		if err := checkers.AtQuiescence(steps, w.QuiescentView(rec.History(), wr.givenTasks())); err != nil {
 			violations = append(violations, err.(*Violation))
 		}

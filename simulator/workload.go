@@ -402,6 +402,7 @@ type workloadRun struct {
 	latest map[string]int // guarded by mu; disk name → the last operation called on it
 	given  []GivenTask    // guarded by mu; the tasks the Director queued for the ops
 	spans  []span         // guarded by mu; every operation called, in call order
+	late   []string       // guarded by mu; provides and attaches that outlasted their client's wait
 }
 
 // givenTasks are the tasks the Director queued for the workload so far.
@@ -515,6 +516,7 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 	if res.outcome == diskmodel.Failed && o.Kind != OpSilence {
 		res.outcome = r.checkExplained(self, o, res, callAt, retAt)
 	}
+	r.checkProgress(o, res, callAt, retAt)
 	if f := w.cfg.tamper.afterOp; f != nil {
 		f(w, o)
 	}
