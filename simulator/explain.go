@@ -42,8 +42,7 @@ import (
 const faultReach = 3 * time.Minute
 
 // refusal is one class of error a task may fail with whatever faults: what
-// the Director answers (upstream's wording, which the reference Director
-// keeps) and how the history records it.
+// the Director answers and how the history records it.
 type refusal struct {
 	re      *regexp.Regexp
 	outcome diskmodel.Outcome
@@ -51,18 +50,18 @@ type refusal struct {
 }
 
 // refusals are the documented refusals, matched against the whole error a
-// user reads in the task (GET /tasks/:id "result"). Each cites where
-// upstream fails so (cloudfoundry/bosh src/bosh-director/lib/bosh/director/
-// jobs/dynamic_disks/*.rb and lock_helper.rb).
+// user reads in the task (GET /tasks/:id "result"), in the reference
+// Director's wording (director/jobs_disks.go, jobs_vm.go and locks.go,
+// which follow upstream's dynamic-disk jobs and lock helper).
 var refusals = []refusal{
-	// detach_dynamic_disk.rb: the name has no disk.
+	// detach: the name has no disk.
 	{regexp.MustCompile("^disk `[^`]+` can not be found in the database$"), diskmodel.Invalid, "detach of an unknown name"},
-	// attach_dynamic_disk.rb: the name has no disk.
+	// attach: the name has no disk.
 	{regexp.MustCompile("^disk `[^`]+` not found$"), diskmodel.Invalid, "attach of an unknown name"},
-	// provide/attach_dynamic_disk.rb: the disk is attached to another VM.
+	// provide, attach: the disk is attached to another VM.
 	{regexp.MustCompile("(^|: )disk (`[^`]+` is already )?(is )?attached to a different vm `[^`]+`"), diskmodel.Invalid,
 		"the disk is attached to another instance"},
-	// create_dynamic_disk.rb: the name is taken.
+	// create: the name is taken.
 	{regexp.MustCompile("^disk `[^`]+` already exists$"), diskmodel.Invalid, "create of a name that exists"},
 	// provide/attach: the instance has no active VM (stopped hard, VM deleted, mid-recreate).
 	{regexp.MustCompile("^no active vm found for instance `[^`]+`"), diskmodel.Refused, "the instance has no active VM"},
@@ -76,7 +75,7 @@ var refusals = []refusal{
 	{regexp.MustCompile(`^VM "[^"]+" not found$`), diskmodel.Refused, "the VM was gone"},
 	// DELETE /vms/:cid of a VM a concurrent recreate replaced.
 	{regexp.MustCompile(`^VM \S+ is no longer the VM of instance \S+$`), diskmodel.Refused, "the VM was replaced"},
-	// lock_helper.rb: a lock wait timed out (the holder is checked below).
+	// A lock wait timed out (the holder is checked below).
 	{lockTimeoutRE, diskmodel.Refused, "a lock wait timed out"},
 }
 

@@ -27,15 +27,19 @@ const (
 	// InvLinks: agent symlinks match the IaaS attachments (oracle and VM
 	// roots, once quiescent and after every OK provide).
 	InvLinks = "agent-links-match-iaas"
-	// InvRecords: once quiescent, director records match the IaaS.
+	// InvRecords: once quiescent, the dynamic disks the Director's API
+	// lists match the IaaS, and the last OK provide or attach of each name
+	// still holds.
 	InvRecords = "director-records-match-iaas"
-	// InvNoLeak: once quiescent, every IaaS disk has a director record
-	// (dynamic disk or orphan).
+	// InvNoLeak: once quiescent, every IaaS disk is one the Director's API
+	// lists (dynamic disk or orphan).
 	InvNoLeak = "no-leaked-disk"
 	// InvDirectorRestarts: a crashed director starts again from its store
 	// (its supervisor retrying a failed start).
 	InvDirectorRestarts = "director-restarts"
-	// InvLiveness: every task ends once faults heal.
+	// InvLiveness: every task ends once faults heal: none is queued or
+	// processing in GET /tasks, and every task the workload was given has
+	// ended in GET /tasks/:id.
 	InvLiveness = "task-liveness"
 	// InvExplained: every failed operation is explained: a fault on its
 	// path, an invalid request by the workload, or a documented refusal
