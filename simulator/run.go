@@ -199,7 +199,8 @@ func Simulate(cfg SimConfig) *Outcome {
 		}
 		violations = append(violations, w.Violations()...)
 		steps := len(ops)
-		if err := checkLiveness(w.livenessView(wr.givenTasks())); err != nil {
+		live := w.livenessView(wr.givenTasks())
+		if err := checkLiveness(live); err != nil {
 			err = fmt.Errorf("%w (%s after faults healed)", err, livenessWait)
 			if w.knobs.ZeroDynamicDiskWorkers {
 				r, _ := RaceByLetter("i")
@@ -211,7 +212,7 @@ func Simulate(cfg SimConfig) *Outcome {
 		if err := wr.progressViolation(); err != nil {
 			violations = append(violations, &Violation{Invariant: InvProgress, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed, Err: err})
 		}
-		if err := checkers.AtQuiescence(steps, w.QuiescentView(rec.History(), wr.givenTasks())); err != nil {
+		if err := checkers.AtQuiescence(steps, w.QuiescentView(rec.History(), live.Given)); err != nil {
 			violations = append(violations, err.(*Violation))
 		}
 	})
