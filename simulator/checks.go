@@ -152,6 +152,14 @@ func (w *World) SafetyView() View {
 	return View{IaaS: st}
 }
 
+// tasksOpen reports whether the API lists a queued or processing task, or
+// cannot be read.
+func (w *World) tasksOpen() bool {
+	var open []director.TaskView
+	err := w.apiGet("/tasks?state=queued,processing&limit=1", &open)
+	return err != nil || len(open) > 0
+}
+
 // livenessView is the part of View checkLiveness needs.
 func (w *World) livenessView(given []GivenTask) View {
 	var v View
@@ -163,8 +171,9 @@ func (w *World) livenessView(given []GivenTask) View {
 	return v
 }
 
-// QuiescentView takes the whole view: history gives LastOK, given the
-// workload's tasks.
+// QuiescentView takes the whole view: history gives LastOK; given are the
+// workload's tasks as GET /tasks/:id last answered (livenessView reads
+// them).
 func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) View {
 	v := w.SafetyView()
 	v.InstanceIDs = slices.Clone(w.Instances)
@@ -174,10 +183,7 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 	}
 	v.APIErr = errors.Join(w.apiGet("/dynamic_disks", &v.Disks), w.apiGet("/disks?orphaned=true", &v.Orphans), insErr,
 		w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
-	for _, g := range given {
-		g.Task, g.Err = w.Task(g.ID)
-		v.Given = append(v.Given, g)
-	}
+	v.Given = given
 	v.Links = map[string]map[string]string{}
 	v.LinkOK = map[string]map[string]bool{}
 	for _, vm := range v.IaaS.VMs {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
@@ -259,5 +260,25 @@ func TestUnexplainedFailureOfAProvideBehindARecreate(t *testing.T) {
 		if !strings.Contains(v.Err.Error(), want) {
 			t.Errorf("the violation does not name %q: %v", want, v.Err)
 		}
+	}
+}
+
+// A Director whose attach_disk stalls for 25 minutes with no fault on its
+// path still ends every task (liveness holds), but the provide outlasts its
+// client's 20-minute wait: provide-progress fires, with the bound printed.
+func TestProgressCheckBoundsAProvide(t *testing.T) {
+	ops := controlOps(t, "c0 provide disk=d vm=0")
+	stalled := 0
+	stall := func(w *World, method string) {
+		if method == cpiv2.MethodAttachDisk && stalled == 0 {
+			stalled++
+			w.s.Sleep(25 * time.Minute)
+		}
+	}
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Ops: ops, Scripted: true, SkipLinearizability: true, tamper: tamper{beforeCPI: stall}}
+	o := Simulate(cfg)
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvProgress || !strings.Contains(v.Err.Error(), "did not end within 20m0s of simulated time") {
+		t.Fatalf("a provide stalled past its client's wait: got %v, want %s with the bound", o.Err, InvProgress)
 	}
 }

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,8 +55,8 @@ func (r *SimulateResult) String() string {
 		return r.Failure.String()
 	}
 	o := r.Outcome
-	return fmt.Sprintf("PASS seed %s (profile %s, %d steps, faults %s): %d faults fired, trace hash %016x, %d runtime steps, %v virtual\n",
-		o.Config.Seed, o.Config.Profile, o.Config.Steps, o.Config.Faults, len(o.Fired), o.Result.TraceHash, o.Result.Steps, o.Result.Elapsed)
+	return fmt.Sprintf("PASS seed %s (profile %s, %d steps, workload %s, faults %s): %d faults fired, trace hash %016x, %d runtime steps, %v virtual\n",
+		o.Config.Seed, o.Config.Profile, o.Config.Steps, o.Shape, o.Config.Faults, len(o.Fired), o.Result.TraceHash, o.Result.Steps, o.Result.Elapsed)
 }
 
 // SimulateSeed runs one seed; on failure it shrinks the run to a minimal
@@ -222,6 +223,10 @@ func TraceFile(cfg SimConfig, comment string) (string, error) {
 	}
 	if cfg.AgentMode != "" {
 		b.WriteString(" agent-mode=" + string(cfg.AgentMode))
+	}
+	b.WriteString(" workload=" + cmp.Or(cfg.Workload.Shape, ShapeMixed))
+	if cfg.DiskWorkers > 0 {
+		fmt.Fprintf(&b, " disk-workers=%d", cfg.DiskWorkers)
 	}
 	b.WriteString("\n")
 	for _, o := range cfg.Ops {

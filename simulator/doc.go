@@ -50,6 +50,10 @@
 //     the IaaS, and the last OK provide or attach of each name still holds
 //     (records); and the VM roots' symlinks match the IaaS attachments
 //     (each reaching its disk's device);
+//   - after every operation: a failed one is explained by a fault on its
+//     path, an invalid request or a documented refusal (explain.go);
+//   - once liveness holds: every provide or attach with no fault on its
+//     path ended within its client's 20-minute wait (progress);
 //   - linearizability of the history per disk name (porcupine), with an
 //     HTML visualization on a violation.
 //

@@ -42,8 +42,7 @@ import (
 const faultReach = 3 * time.Minute
 
 // refusal is one class of error a task may fail with whatever faults: what
-// the Director answers (upstream's wording, which the reference Director
-// keeps) and how the history records it.
+// the Director answers and how the history records it.
 type refusal struct {
 	re      *regexp.Regexp
 	outcome diskmodel.Outcome
@@ -51,18 +50,18 @@ type refusal struct {
 }
 
 // refusals are the documented refusals, matched against the whole error a
-// user reads in the task (GET /tasks/:id "result"). Each cites where
-// upstream fails so (cloudfoundry/bosh src/bosh-director/lib/bosh/director/
-// jobs/dynamic_disks/*.rb and lock_helper.rb).
+// user reads in the task (GET /tasks/:id "result"), in the reference
+// Director's wording (director/jobs_disks.go, jobs_vm.go and locks.go,
+// which follow upstream's dynamic-disk jobs and lock helper).
 var refusals = []refusal{
-	// detach_dynamic_disk.rb: the name has no disk.
+	// detach: the name has no disk.
 	{regexp.MustCompile("^disk `[^`]+` can not be found in the database$"), diskmodel.Invalid, "detach of an unknown name"},
-	// attach_dynamic_disk.rb: the name has no disk.
+	// attach: the name has no disk.
 	{regexp.MustCompile("^disk `[^`]+` not found$"), diskmodel.Invalid, "attach of an unknown name"},
-	// provide/attach_dynamic_disk.rb: the disk is attached to another VM.
+	// provide, attach: the disk is attached to another VM.
 	{regexp.MustCompile("(^|: )disk (`[^`]+` is already )?(is )?attached to a different vm `[^`]+`"), diskmodel.Invalid,
 		"the disk is attached to another instance"},
-	// create_dynamic_disk.rb: the name is taken.
+	// create: the name is taken.
 	{regexp.MustCompile("^disk `[^`]+` already exists$"), diskmodel.Invalid, "create of a name that exists"},
 	// provide/attach: the instance has no active VM (stopped hard, VM deleted, mid-recreate).
 	{regexp.MustCompile("^no active vm found for instance `[^`]+`"), diskmodel.Refused, "the instance has no active VM"},
@@ -72,9 +71,11 @@ var refusals = []refusal{
 		"another task holds the disk name"},
 	// The client found no VM to delete (GET /deployments/:name/instances).
 	{regexp.MustCompile(`^instance has no VM$`), diskmodel.Refused, "the instance has no VM to delete"},
+	// DELETE /vms/:cid of a VM gone since the client looked it up.
+	{regexp.MustCompile(`^VM "[^"]+" not found$`), diskmodel.Refused, "the VM was gone"},
 	// DELETE /vms/:cid of a VM a concurrent recreate replaced.
 	{regexp.MustCompile(`^VM \S+ is no longer the VM of instance \S+$`), diskmodel.Refused, "the VM was replaced"},
-	// lock_helper.rb: a lock wait timed out (the holder is checked below).
+	// A lock wait timed out (the holder is checked below).
 	{lockTimeoutRE, diskmodel.Refused, "a lock wait timed out"},
 }
 
@@ -140,9 +141,9 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 		if f.agent != "" && strings.Contains(errText, f.agent) && (persistent || !f.at.After(ret)) {
 			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on agent %s", f.f, f.agent)}
 		}
-		if !f.at.After(ret) && f.at.Add(f.f.Duration+faultReach).After(call) {
-			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v while in flight", f.f)}
-		}
+	}
+	if f, ok := faultInFlight(fired, call, ret); ok {
+		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v while in flight", f.f)}
 	}
 	if res.task == 0 && crashes > 0 && errText == "director down" {
 		return explanation{outcome: diskmodel.Failed, why: "the director had crashed"}
@@ -214,4 +215,47 @@ func (r *workloadRun) checkExplained(self int, o Op, res opResult, call, ret tim
 	}
 	r.w.addViolation(&Violation{Invariant: InvExplained, Phase: AfterStep, Err: fmt.Errorf("%s", msg)})
 	return diskmodel.Unexplained
+}
+
+// faultInFlight is a fault that fired while an operation was in flight from
+// call to ret, or so shortly before that its effects reach into it.
+func faultInFlight(fired []firedFault, call, ret time.Time) (firedFault, bool) {
+	for _, f := range fired {
+		if !f.at.After(ret) && f.at.Add(f.f.Duration+faultReach).After(call) {
+			return f, true
+		}
+	}
+	return firedFault{}, false
+}
+
+// checkProgress: a provide or attach the Director queued, with no fault on
+// its path, ends within taskTimeout of simulated time (a failure must then
+// be explained, which checkExplained decides). One whose client gave up
+// waiting is kept for progressViolation, which runs once liveness holds (a
+// task that never ends is liveness's to report).
+func (r *workloadRun) checkProgress(o Op, res opResult, call, ret time.Time) {
+	if (o.Kind != OpProvide && o.Kind != OpAttach) || res.task == 0 || res.final {
+		return
+	}
+	w := r.w
+	w.mu.Lock()
+	fired := w.fired
+	w.mu.Unlock()
+	if _, ok := faultInFlight(fired, call, ret); ok {
+		return
+	}
+	r.mu.Lock()
+	r.late = append(r.late, fmt.Sprintf("task %d (%v) did not end within %s of simulated time (GET /tasks/%d: %s)",
+		res.task, o, taskTimeout, res.task, res.state))
+	r.mu.Unlock()
+}
+
+// progressViolation reports the provides and attaches checkProgress kept.
+func (r *workloadRun) progressViolation() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.late) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s; no fault was on their path", strings.Join(r.late, "; "))
 }

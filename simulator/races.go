@@ -27,20 +27,28 @@ const (
 	// InvLinks: agent symlinks match the IaaS attachments (oracle and VM
 	// roots, once quiescent and after every OK provide).
 	InvLinks = "agent-links-match-iaas"
-	// InvRecords: once quiescent, director records match the IaaS.
+	// InvRecords: once quiescent, the dynamic disks the Director's API
+	// lists match the IaaS, and the last OK provide or attach of each name
+	// still holds.
 	InvRecords = "director-records-match-iaas"
-	// InvNoLeak: once quiescent, every IaaS disk has a director record
-	// (dynamic disk or orphan).
+	// InvNoLeak: once quiescent, every IaaS disk is one the Director's API
+	// lists (dynamic disk or orphan).
 	InvNoLeak = "no-leaked-disk"
 	// InvDirectorRestarts: a crashed director starts again from its store
 	// (its supervisor retrying a failed start).
 	InvDirectorRestarts = "director-restarts"
-	// InvLiveness: every task ends once faults heal.
+	// InvLiveness: every task ends once faults heal: none is queued or
+	// processing in GET /tasks, and every task the workload was given has
+	// ended in GET /tasks/:id.
 	InvLiveness = "task-liveness"
 	// InvExplained: every failed operation is explained: a fault on its
 	// path, an invalid request by the workload, or a documented refusal
 	// (explain.go).
 	InvExplained = "every-failure-explained"
+	// InvProgress: a provide or attach the Director queued, with no fault
+	// on its path, ends within the client's task timeout (20 min of
+	// simulated time); checked once liveness holds.
+	InvProgress = "provide-progress"
 	// InvLinearizable: the dynamic-disk API history is linearizable per
 	// disk name (porcupine, diskmodel).
 	InvLinearizable = "linearizable-dynamic-disk-api"
@@ -80,34 +88,34 @@ type SearchConfig struct {
 var Races = []Race{
 	{Letter: "a", Title: "two concurrent provides of one name both create_disk; one IaaS disk leaks",
 		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvExplained, InvNoLeak},
-		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 4, Disks: 1, Mix: "provide=5,delete=3", MaxDelay: time.Second}}},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 4, Disks: 1, Mix: "provide=5,delete=3", MaxDelay: time.Second}}},
 	{Letter: "b", Title: "provide of one disk to two VMs: per-VM locks only, so two attach_disk calls",
 		Knob: func(k *director.Knobs) { k.NoDiskNameLock = true }, Invariants: []string{InvAttachElsewhere, InvDiskOnOneVM},
-		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 3, Disks: 2, Mix: "provide=6,detach=3,delete=1"}}},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 3, Disks: 2, Mix: "provide=6,detach=3,delete=1"}}},
 	{Letter: "c", Title: "provide lands in a recreate's window (after detach, before delete_vm)",
 		Knob: func(k *director.Knobs) { k.VMLockPerCPICallOnly = true }, Invariants: []string{InvDeleteVMWithDisk},
-		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 3, Disks: 3, Mix: "provide=6,recreate=4"}}},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 3, Disks: 3, Mix: "provide=6,recreate=4"}}},
 	{Letter: "d", Title: "recreate with an unresponsive agent deletes the VM with dynamic disks still attached",
 		Knob: func(k *director.Knobs) { k.RecreateUnresponsiveSkipsDetach = true }, Invariants: []string{InvDeleteVMWithDisk},
-		Search: SearchConfig{Faults: "agent-unresponsive=0.05:10s..2m", Workload: WorkloadConfig{Clients: 2, Disks: 3, Mix: "provide=6,recreate=3"}}},
+		Search: SearchConfig{Faults: "agent-unresponsive=0.05:10s..2m", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 2, Disks: 3, Mix: "provide=6,recreate=3"}}},
 	{Letter: "e", Title: "DELETE of an attached disk calls delete_disk on an in-use disk",
 		Knob: func(k *director.Knobs) { k.DeleteWithoutDetach = true }, Invariants: []string{InvDeleteAttachedDisk},
-		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,delete=2"}}},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 2, Disks: 2, Mix: "provide=4,delete=2"}}},
 	{Letter: "f", Title: "detach removes the symlink before the CPI detach; a CPI failure leaves the disk attached, unlinked",
 		Knob: func(k *director.Knobs) { k.UnlinkBeforeDetach, k.TrustCPIErrors = true, true }, Invariants: []string{InvLinks},
-		Search: SearchConfig{Faults: "cpi-error=0.1", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=3"}}},
+		Search: SearchConfig{Faults: "cpi-error=0.1", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 2, Disks: 2, Mix: "provide=4,detach=3"}}},
 	{Letter: "g", Title: "add_dynamic_disk without waiting for the agent after attach (VM restarts on attach)",
 		Knob: func(k *director.Knobs) { k.NoWaitUntilReadyAfterAttach = true }, Invariants: []string{InvLinks},
-		Search: SearchConfig{Faults: "vm-restart-on-attach=0.3", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=2,recreate=1"}}},
+		Search: SearchConfig{Faults: "vm-restart-on-attach=0.3", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 2, Disks: 2, Mix: "provide=4,detach=2,recreate=1"}}},
 	{Letter: "h", Title: `an old agent answers "unknown message", which is swallowed: provide succeeds with no symlink`,
 		Knob: func(k *director.Knobs) { k.SwallowUnknownMessage = true }, Invariants: []string{InvLinks},
-		Search: SearchConfig{Faults: "agent-old=0.3", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=2,recreate=1"}}},
+		Search: SearchConfig{Faults: "agent-old=0.3", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 2, Disks: 2, Mix: "provide=4,detach=2,recreate=1"}}},
 	{Letter: "j", Title: "delete-vm with a responsive agent deletes the VM with dynamic disks still attached",
 		Knob: func(k *director.Knobs) { k.DeleteVMKeepsDisksAttached = true }, Invariants: []string{InvDeleteVMWithDisk},
-		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=6,delete-vm=2"}}},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 2, Disks: 2, Mix: "provide=6,delete-vm=2"}}},
 	{Letter: "i", Title: "zero dedicated dynamic-disk workers: tasks stay queued forever",
 		Knob: func(k *director.Knobs) { k.ZeroDynamicDiskWorkers = true }, Invariants: []string{InvLiveness},
-		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Clients: 2, Disks: 2, Mix: "provide=4,detach=1"}}},
+		Search: SearchConfig{Faults: "none", Workload: WorkloadConfig{Shape: ShapeLight, Clients: 2, Disks: 2, Mix: "provide=4,detach=1"}}},
 }
 
 // RaceByLetter returns the race with that letter.

@@ -40,6 +40,9 @@ func (r FailureReport) String() string {
 	c := r.Config.WithDefaults()
 	var b strings.Builder
 	fmt.Fprintf(&b, "FAIL seed %s (profile %s, %d steps, faults %s): %v\n", c.Seed, c.Profile, c.Steps, c.Faults, r.Err)
+	if race, ok := namedRace(c.Profile, r.Err); ok {
+		fmt.Fprintf(&b, "race: upstream race (%s), %s\n", race.Letter, race.Title)
+	}
 	fmt.Fprintf(&b, "trace hash: %016x\n", r.TraceHash)
 	noun := "faults"
 	if len(r.Faults) == 1 {
@@ -62,4 +65,18 @@ func (r FailureReport) String() string {
 		fmt.Fprintf(&b, "replay minimized: %s\n", ReplayCommand(r.TraceFile))
 	}
 	return b.String()
+}
+
+// namedRace is the upstream race a failure under profile shows: the race of
+// an "upstream:X" profile when the violation is one of its invariants.
+func namedRace(profile string, err error) (Race, bool) {
+	letter, ok := strings.CutPrefix(profile, ProfileUpstream+":")
+	if !ok {
+		return Race{}, false
+	}
+	r, rerr := RaceByLetter(letter)
+	if rerr != nil || !r.Detects(err) {
+		return Race{}, false
+	}
+	return r, true
 }

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -90,6 +91,8 @@ type Outcome struct {
 	Violations []*Violation
 	// Fired is the schedule of faults that fired.
 	Fired faults.Schedule
+	// Shape is what the workload's shape drew for the seed.
+	Shape Shape
 	// Ops are the operations run.
 	Ops []Op
 	// History is the dynamic-disk API history.
@@ -134,6 +137,12 @@ func Simulate(cfg SimConfig) *Outcome {
 	if instances <= 0 {
 		instances = 3
 	}
+	shape, err := DrawShape(cfg.Workload, seeds.Workload)
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	out.Shape = shape
 	ops := cfg.Ops
 	if ops == nil {
 		var err error
@@ -171,7 +180,8 @@ func Simulate(cfg SimConfig) *Outcome {
 			gates = NewGates(s, cfg.Gates)
 		}
 		w, err := NewWorld(WorldConfig{Sim: s, DataDir: dir, Profile: cfg.Profile, Instances: instances, VMType: cfg.VMType,
-			AgentMode: cfg.AgentMode, Faults: inj, Gates: gates, tamper: cfg.tamper})
+			AgentMode: cfg.AgentMode, Faults: inj, Gates: gates, tamper: cfg.tamper,
+			LockLease: shape.LockLease, SlowCPI: shape.SlowCPI, DiskWorkers: cmp.Or(cfg.DiskWorkers, shape.DiskWorkers), OverrideZeroWorkers: cfg.DiskWorkers > 0})
 		if err != nil {
 			setupErr = err
 			return
@@ -184,17 +194,25 @@ func Simulate(cfg SimConfig) *Outcome {
 		w.Heal()
 		// Liveness: every task ends once faults heal.
 		deadline := s.Now().Add(livenessWait)
-		for checkLiveness(w.livenessView(wr.givenTasks())) != nil && s.Now().Before(deadline) {
+		for w.tasksOpen() && s.Now().Before(deadline) {
 			s.Sleep(5 * time.Second)
 		}
 		violations = append(violations, w.Violations()...)
 		steps := len(ops)
-		if err := checkLiveness(w.livenessView(wr.givenTasks())); err != nil {
-			violations = append(violations, &Violation{Invariant: InvLiveness, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed,
-				Err: fmt.Errorf("%w (%s after faults healed)", err, livenessWait)})
+		live := w.livenessView(wr.givenTasks())
+		if err := checkLiveness(live); err != nil {
+			err = fmt.Errorf("%w (%s after faults healed)", err, livenessWait)
+			if w.knobs.ZeroDynamicDiskWorkers {
+				r, _ := RaceByLetter("i")
+				err = fmt.Errorf("%w: upstream race (i), %s; --disk-workers N runs N workers to get past it", err, r.Title)
+			}
+			violations = append(violations, &Violation{Invariant: InvLiveness, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed, Err: err})
 			return
 		}
-		if err := checkers.AtQuiescence(steps, w.QuiescentView(rec.History(), wr.givenTasks())); err != nil {
+		if err := wr.progressViolation(); err != nil {
+			violations = append(violations, &Violation{Invariant: InvProgress, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed, Err: err})
+		}
+		if err := checkers.AtQuiescence(steps, w.QuiescentView(rec.History(), live.Given)); err != nil {
 			violations = append(violations, err.(*Violation))
 		}
 	})

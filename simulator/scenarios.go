@@ -105,6 +105,15 @@ func ParseRunCommand(c *scenario.Command) (SimConfig, error) {
 			return cfg, err
 		}
 	}
+	// A scenario's world is the light shape's unless it names another.
+	if cfg.Workload.Shape, err = c.ValueOr("workload", ShapeLight); err != nil {
+		return cfg, err
+	}
+	if c.Has("disk-workers") {
+		if cfg.DiskWorkers, err = c.Int("disk-workers"); err != nil {
+			return cfg, err
+		}
+	}
 	if c.Has("disks") {
 		if cfg.Workload.Disks, err = c.Int("disks"); err != nil {
 			return cfg, err
@@ -161,7 +170,7 @@ type ScenarioState struct {
 // ScenarioRegistry returns the scenario commands: run.
 func ScenarioRegistry() *scenario.Registry[*ScenarioState] {
 	reg := scenario.NewRegistry[*ScenarioState]()
-	reg.Register("run", "run [seed=N] [profile=P] [instances=N] [vm-type=T] [agent-mode=M] [steps=N faults=SPEC] + input: ops, gates, faults",
+	reg.Register("run", "run [seed=N] [profile=P] [instances=N] [vm-type=T] [agent-mode=M] [workload=SHAPE] [disk-workers=N] [steps=N faults=SPEC] + input: ops, gates, faults",
 		func(st *ScenarioState, c *scenario.Command) (string, error) {
 			cfg, err := ParseRunCommand(c)
 			if err != nil {

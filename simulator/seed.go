@@ -3,6 +3,7 @@ package simulator
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,8 +133,12 @@ type RunConfig struct {
 	// Faults is the fault spec the run draws its faults under (default:
 	// none).
 	Faults faults.Spec
-	// Workload shapes the random workload (clients, disk names, mix).
+	// Workload shapes the random workload (shape, clients, disk names, mix).
 	Workload WorkloadConfig
+	// DiskWorkers, when positive, is the director's dynamic-disk worker
+	// count, over the workload shape's; under a profile with upstream's zero
+	// dedicated workers it runs that many instead (WorldConfig.DiskWorkers).
+	DiskWorkers int
 }
 
 // WithDefaults fills unset fields with their defaults.
@@ -155,6 +160,12 @@ func (c RunConfig) Validate() error {
 	}
 	if c.Workload.MaxDelay < 0 {
 		return fmt.Errorf("workload: max delay %v must not be negative", c.Workload.MaxDelay)
+	}
+	if c.Workload.Shape != "" && !slices.Contains(Shapes, c.Workload.Shape) {
+		return fmt.Errorf("workload %q: want one of %s", c.Workload.Shape, strings.Join(Shapes, ", "))
+	}
+	if c.DiskWorkers < 0 {
+		return fmt.Errorf("disk workers %d must not be negative", c.DiskWorkers)
 	}
 	if c.Workload.Mix != "" {
 		if _, _, err := parseMix(c.Workload.Mix); err != nil {
@@ -178,7 +189,10 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(intFlag{p: &c.Steps, min: 1, what: "a number of workload steps ≥ 1"}, "steps", "number of workload steps (≥ 1)")
 	fs.StringVar(&c.Profile, "profile", c.Profile, "director profile: reference or upstream")
 	fs.Var(&c.Faults, "faults", `fault spec, e.g. "cpi-error=0.05,lost-response=0.02,latency=0.1:1ms..2s", "default" or "none"`)
-	fs.Var(intFlag{p: &c.Workload.Clients, min: 0, what: "a number of clients ≥ 0 (0: 3)"}, "clients", "concurrent workload clients (0: 3)")
+	fs.Var(intFlag{p: &c.Workload.Clients, min: 0, what: "a number of clients ≥ 0 (0: the workload's)"}, "clients",
+		"concurrent workload clients (0: the workload's: 1 to 16 drawn per seed, 3 for light)")
+	fs.Var(intFlag{p: &c.DiskWorkers, min: 0, what: "a number of workers ≥ 0 (0: the director's)"}, "disk-workers",
+		"the director's dynamic-disk workers (0: its default, 2, or none under --profile upstream)")
 	fs.Var(intFlag{p: &c.Workload.Disks, min: 0, what: "a number of disk names ≥ 0 (0: 3)"}, "disks", "disk names the workload uses (0: 3)")
 	fs.Var(durationFlag{p: &c.Workload.MaxDelay}, "max-delay", "bound of each operation's think time, virtual, ≥ 0 (0: 5s)")
 	fs.StringVar(&c.Workload.Mix, "mix", c.Workload.Mix, "operation mix, kind=weight,… (empty: "+DefaultMix+")")
@@ -190,8 +204,14 @@ func (c RunConfig) Args() []string {
 	c = c.WithDefaults()
 	args := []string{"simulate", "--seed", c.Seed.String(), "--steps", strconv.Itoa(c.Steps),
 		"--profile", c.Profile, "--faults", c.Faults.String()}
+	if c.Workload.Shape != "" && c.Workload.Shape != ShapeMixed {
+		args = append(args, "--workload", c.Workload.Shape)
+	}
 	if c.Workload.Clients != 0 {
 		args = append(args, "--clients", strconv.Itoa(c.Workload.Clients))
+	}
+	if c.DiskWorkers != 0 {
+		args = append(args, "--disk-workers", strconv.Itoa(c.DiskWorkers))
 	}
 	if c.Workload.Disks != 0 {
 		args = append(args, "--disks", strconv.Itoa(c.Workload.Disks))

@@ -69,6 +69,10 @@ type Op struct {
 	After string
 	// For is how long a silence lasts.
 	For time.Duration
+	// NoWait: the client does not wait for the operation's task before its
+	// next operation (the task is still polled to its end, for the
+	// history); text form "wait=no".
+	NoWait bool
 }
 
 // String is the op's text form.
@@ -89,6 +93,9 @@ func (o Op) String() string {
 	}
 	if o.After != "" {
 		b.WriteString(" after=" + o.After)
+	}
+	if o.NoWait {
+		b.WriteString(" wait=no")
 	}
 	return b.String()
 }
@@ -131,6 +138,11 @@ func ParseOp(line string) (Op, error) {
 			o.After = v
 		case "for":
 			o.For, err = time.ParseDuration(v)
+		case "wait":
+			if v != "no" && v != "yes" {
+				err = fmt.Errorf("wait=%q: want yes or no", v)
+			}
+			o.NoWait = v == "no"
 		default:
 			err = fmt.Errorf("unknown key %q", k)
 		}
@@ -146,8 +158,13 @@ func ParseOp(line string) (Op, error) {
 
 // WorkloadConfig shapes a random workload.
 type WorkloadConfig struct {
-	// Clients is the number of concurrent clients (default 3). Each draws
-	// its operations from Mix.
+	// Shape names the workload's shape (Shapes): "" or ShapeMixed draws,
+	// per seed, which of the contention features a run gets; ShapeLight is
+	// none of them; the others are one each.
+	Shape string
+	// Clients is the number of concurrent clients (default: drawn from 1
+	// to 16 per seed, 3 under ShapeLight). Each draws its operations from
+	// Mix.
 	Clients int
 	// Disks is the number of disk names ("d0", "d1", …; default 3).
 	Disks int
@@ -163,8 +180,8 @@ type WorkloadConfig struct {
 const DefaultMix = "provide=10,detach=5,delete=3,create=1,attach=1,recreate=1,restart=1,stop=1,start=1,stop-hard=1,delete-vm=1,delete-deployment=0"
 
 func (c WorkloadConfig) withDefaults() WorkloadConfig {
-	if c.Clients <= 0 {
-		c.Clients = 3
+	if c.Shape == "" {
+		c.Shape = ShapeMixed
 	}
 	if c.Disks <= 0 {
 		c.Disks = 3
@@ -202,30 +219,67 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 	if err != nil {
 		return nil, err
 	}
+	sh, err := DrawShape(cfg, seed)
+	if err != nil {
+		return nil, err
+	}
 	total := 0
 	for _, w := range weights {
 		total += w
 	}
 	rng := rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/ops")))
-	ops := make([]Op, 0, steps)
-	for range steps {
+	pick := func() OpKind {
 		x := rng.IntN(total)
-		k := kinds[0]
 		for i, w := range weights {
 			if x < w {
-				k = kinds[i]
-				break
+				return kinds[i]
 			}
 			x -= w
 		}
-		o := Op{Client: rng.IntN(cfg.Clients), Kind: k, VM: rng.IntN(instances),
-			Delay: time.Duration(rng.Int64N(int64(cfg.MaxDelay)/int64(time.Millisecond)+1)) * time.Millisecond}
+		return kinds[0]
+	}
+	delay := func() time.Duration {
+		return time.Duration(rng.Int64N(int64(cfg.MaxDelay)/int64(time.Millisecond)+1)) * time.Millisecond
+	}
+	ops := make([]Op, 0, steps)
+	for len(ops) < steps {
+		if sh.Burst > 0 && rng.Float64() < sh.Burst {
+			ops = append(ops, burst(rng, sh, cfg, instances, steps-len(ops))...)
+			continue
+		}
+		k := pick()
+		o := Op{Client: rng.IntN(sh.Clients), Kind: k, VM: rng.IntN(instances), Delay: delay(),
+			NoWait: sh.NoWait > 0 && rng.Float64() < sh.NoWait}
 		if k.hasDisk() {
 			o.Disk = "d" + strconv.Itoa(rng.IntN(cfg.Disks))
 		}
 		ops = append(ops, o)
 	}
 	return ops, nil
+}
+
+// burst is a burst on one instance and one disk name: up to 8 operations
+// (at most room) by distinct clients at once, provides, attaches and
+// detaches of the name, with a recreate or hard stop of the instance among
+// them under Shape.VMOps.
+func burst(rng *rand.Rand, sh Shape, cfg WorkloadConfig, instances, room int) []Op {
+	n := min(room, 2+rng.IntN(7), sh.Clients)
+	if n < 2 {
+		n = min(room, 2)
+	}
+	vm, disk := rng.IntN(instances), "d"+strconv.Itoa(rng.IntN(cfg.Disks))
+	first := rng.IntN(sh.Clients)
+	kinds := []OpKind{OpProvide, OpProvide, OpProvide, OpAttach, OpDetach}
+	var ops []Op
+	for i := range n {
+		o := Op{Client: (first + i) % sh.Clients, Kind: kinds[rng.IntN(len(kinds))], VM: vm, Disk: disk,
+			Delay: time.Duration(rng.IntN(200)) * time.Millisecond, NoWait: sh.NoWait > 0 && rng.Float64() < sh.NoWait}
+		if i == n-1 && sh.VMOps && n > 2 {
+			o = Op{Client: o.Client, Kind: []OpKind{OpRecreate, OpStopHard, OpDeleteVM}[rng.IntN(3)], VM: vm, Delay: o.Delay}
+		}
+		ops = append(ops, o)
+	}
+	return ops
 }
 
 // InstanceLabel is the diskmodel VM name of instance i: "i0", "i1", ….
@@ -251,14 +305,15 @@ type opResult struct {
 	refused error
 }
 
-// runOp issues one op and waits for its task.
-func (w *World) runOp(o Op) opResult {
+// submit issues one op: the op's result when it has no task to wait for,
+// else the task's ID.
+func (w *World) submit(o Op) (opResult, int64) {
 	d := w.Director()
 	if d == nil {
-		return opResult{outcome: diskmodel.Failed, detail: "director down"}
+		return opResult{outcome: diskmodel.Failed, detail: "director down"}, 0
 	}
 	if o.VM < 0 || o.VM >= len(w.Instances) {
-		return opResult{outcome: diskmodel.Failed, detail: fmt.Sprintf("no instance %d", o.VM)}
+		return opResult{outcome: diskmodel.Failed, detail: fmt.Sprintf("no instance %d", o.VM)}, 0
 	}
 	inst := w.Instances[o.VM]
 	var id int64
@@ -281,25 +336,30 @@ func (w *World) runOp(o Op) opResult {
 			w.excused[agentID] = true
 			w.mu.Unlock()
 		}
-		return opResult{outcome: diskmodel.OK, detail: "agent silenced"}
+		return opResult{outcome: diskmodel.OK, detail: "agent silenced"}, 0
 	case OpRecreate, OpRestart, OpStop, OpStart, OpStopHard:
 		state := map[OpKind]string{OpRecreate: "recreate", OpRestart: "restart", OpStop: "stopped", OpStart: "started", OpStopHard: "stopped"}[o.Kind]
 		id, err = d.ChangeInstanceState(directorUser, director.InstanceStateRequest{InstanceID: inst, State: state, Hard: o.Kind == OpStopHard})
 	case OpDeleteVM:
 		vm, _, err := w.instanceVM(inst)
 		if err != nil {
-			return opResult{outcome: diskmodel.Failed, detail: "listing instances: " + err.Error()}
+			return opResult{outcome: diskmodel.Failed, detail: "listing instances: " + err.Error()}, 0
 		}
 		if vm == "" {
-			return opResult{outcome: diskmodel.Failed, detail: "instance has no VM"}
+			return opResult{outcome: diskmodel.Failed, detail: "instance has no VM"}, 0
 		}
 		id, err = d.DeleteVM(directorUser, vm)
 	case OpDeleteDeployment:
 		id, err = d.DeleteDeployment(directorUser, w.Deployment)
 	}
 	if err != nil {
-		return opResult{outcome: diskmodel.Failed, detail: "refused: " + err.Error(), refused: err}
+		return opResult{outcome: diskmodel.Failed, detail: "refused: " + err.Error(), refused: err}, 0
 	}
+	return opResult{}, id
+}
+
+// awaitTask polls the op's task until it ends (or taskTimeout).
+func (w *World) awaitTask(id int64) opResult {
 	t, ok := w.WaitTask(id, taskTimeout)
 	res := opResult{task: id, final: ok, state: t.State}
 	switch {
@@ -336,11 +396,13 @@ type workloadRun struct {
 	history  *diskmodel.Recorder
 	checkers *Checkers[View]
 	log      func(string) // nil: none
+	group    *rt.Group    // the clients, and the pollers of tasks they did not wait for
 
 	mu     sync.Mutex     // a leaf lock, never held across a scheduling point
 	latest map[string]int // guarded by mu; disk name → the last operation called on it
 	given  []GivenTask    // guarded by mu; the tasks the Director queued for the ops
 	spans  []span         // guarded by mu; every operation called, in call order
+	late   []string       // guarded by mu; provides and attaches that outlasted their client's wait
 }
 
 // givenTasks are the tasks the Director queued for the workload so far.
@@ -369,6 +431,7 @@ func (r *workloadRun) run() {
 	}
 	slices.Sort(clients)
 	g := rt.NewGroup(w.s)
+	r.group = g
 	for _, c := range clients {
 		ops := byClient[c]
 		g.Go(fmt.Sprintf("client-%d", c), func() {
@@ -426,7 +489,23 @@ func (r *workloadRun) runOne(o Op) {
 	self := len(r.spans)
 	r.spans = append(r.spans, span{op: o, call: callAt})
 	r.mu.Unlock()
-	res := w.runOp(o)
+	res, task := w.submit(o)
+	if task == 0 {
+		r.finish(o, ids, self, callAt, res)
+		return
+	}
+	if o.NoWait {
+		// The client goes on; the task is polled to its end beside it.
+		r.group.Go(fmt.Sprintf("client-%d-task-%d", o.Client, task), func() { r.finish(o, ids, self, callAt, w.awaitTask(task)) })
+		return
+	}
+	r.finish(o, ids, self, callAt, w.awaitTask(task))
+}
+
+// finish records what the client learned of op o (history entries ids,
+// span self, called at callAt) and runs the checks that follow a step.
+func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res opResult) {
+	w := r.w
 	retAt := w.s.Now()
 	r.mu.Lock()
 	r.spans[self].task, r.spans[self].ret, r.spans[self].done = res.task, retAt, res.final || res.task == 0
@@ -437,6 +516,7 @@ func (r *workloadRun) runOne(o Op) {
 	if res.outcome == diskmodel.Failed && o.Kind != OpSilence {
 		res.outcome = r.checkExplained(self, o, res, callAt, retAt)
 	}
+	r.checkProgress(o, res, callAt, retAt)
 	if f := w.cfg.tamper.afterOp; f != nil {
 		f(w, o)
 	}

@@ -51,6 +51,21 @@ type WorldConfig struct {
 	// CPILatency bounds the latency of every CPI call, drawn uniformly from
 	// [1 ms, CPILatency] on the "world/latency" stream (default 50 ms).
 	CPILatency time.Duration
+	// LockLease is the director's lock lease (default: the director's,
+	// 240 s); jobs renew it at every step.
+	LockLease time.Duration
+	// SlowCPI is the probability that a CPI call takes from LockLease/4 to
+	// LockLease/2 instead of its CPILatency draw (default 0: none), so that
+	// a job holds its locks over several leases, renewing them.
+	SlowCPI float64
+	// DiskWorkers is the number of dynamic-disk workers (default: the
+	// director's, 2). A profile with ZeroDynamicDiskWorkers (upstream's
+	// default) still starts none unless OverrideZeroWorkers.
+	DiskWorkers int
+	// OverrideZeroWorkers turns ZeroDynamicDiskWorkers off when DiskWorkers
+	// is positive, so that the other upstream behaviours can be run past
+	// it (`cpilab simulate --disk-workers N`).
+	OverrideZeroWorkers bool
 	// Faults injects faults once the deployment is set up (VM faults, which
 	// are what a VM is rather than events, from the first VM on); nil: none.
 	Faults *faults.Injector
@@ -170,6 +185,9 @@ func NewWorld(cfg WorldConfig) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.DiskWorkers > 0 && cfg.OverrideZeroWorkers {
+		knobs.ZeroDynamicDiskWorkers = false
+	}
 	if cfg.Instances <= 0 {
 		cfg.Instances = 3
 	}
@@ -236,6 +254,7 @@ func (w *World) startDirector() error {
 		Runtime: w.s, Store: &genStore{w: w, gen: gen, st: w.Store}, CPI: &faultCPI{w: w, gen: gen},
 		Agents: &genAgents{w: w, gen: gen}, Inventory: inventory{w.Cloud}, UUID: fmt.Sprintf("director-%d", gen), Knobs: w.knobs,
 		AgentTimeout: 30 * time.Second, AgentPingTimeout: 5 * time.Second, VMLockTimeout: 60 * time.Second,
+		LockLease: w.cfg.LockLease, DynamicDiskWorkers: w.cfg.DiskWorkers,
 	})
 	if err != nil {
 		return fmt.Errorf("simulator: starting director generation %d: %w", gen, err)
@@ -537,7 +556,11 @@ func (c *faultCPI) call(method string, do func() error) error {
 		f(w, method)
 	}
 	w.cfg.Gates.enter("cpi:" + method)
-	w.s.Sleep(time.Millisecond + time.Duration(w.latency.Int64N(int64(w.cfg.CPILatency))))
+	lat := time.Millisecond + time.Duration(w.latency.Int64N(int64(w.cfg.CPILatency)))
+	if w.cfg.SlowCPI > 0 && w.cfg.LockLease > 0 && w.latency.Float64() < w.cfg.SlowCPI {
+		lat = w.cfg.LockLease/4 + time.Duration(w.latency.Int64N(int64(w.cfg.LockLease/4)))
+	}
+	w.s.Sleep(lat)
 	var lost bool
 	for _, f := range w.next(faults.SeamCPI, method) {
 		switch f.Kind {

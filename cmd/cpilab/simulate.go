@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,23 +34,28 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stderr, "cpilab simulate: %v\nRun 'cpilab simulate --help' for usage.\n", err)
 		return exitError(exitUsage)
 	}
-	switch workload {
-	case workloadDisks:
-	case workloadStorage:
+	shape := ""
+	switch {
+	case workload == workloadDisks:
+	case workload == workloadStorage:
 		return runStorageSimulate(ctx, "simulate --workload storage", args, stdout, stderr)
+	case slices.Contains(simulator.Shapes, workload):
+		shape = workload
 	default:
-		fmt.Fprintf(stderr, "cpilab simulate: --workload %q: want %s or %s\nRun 'cpilab simulate --help' for usage.\n",
-			workload, workloadDisks, workloadStorage)
+		fmt.Fprintf(stderr, "cpilab simulate: --workload %q: want %s, %s, or one of the disk workload shapes %s\nRun 'cpilab simulate --help' for usage.\n",
+			workload, workloadDisks, workloadStorage, strings.Join(simulator.Shapes, ", "))
 		return exitError(exitUsage)
 	}
 	if len(args) > 0 && args[0] == "merge" {
 		return runSimulateMerge(args[1:], stdout, stderr)
 	}
 	fs := newFlagSet("simulate", stderr)
-	fs.String("workload", workloadDisks, "what to simulate: "+workloadDisks+" (the director's dynamic disks) or "+workloadStorage+
+	fs.String("workload", workloadDisks, "what to simulate: "+workloadDisks+" (the director's dynamic disks, the "+simulator.ShapeMixed+
+		" shape), one shape of that workload ("+strings.Join(simulator.Shapes[1:], ", ")+"), or "+workloadStorage+
 		" (the storage-sizing controller, the flags of 'cpilab storage simulate')")
 	var run simulator.RunConfig
 	run.RegisterFlags(fs)
+	run.Workload.Shape = shape
 	seeds := fs.String("seeds", "", "sweep a seed range A..B on every core instead of one --seed")
 	var shard simulator.Shard
 	fs.Var(&shard, "shard", "with --seeds: run only shard K/N, the K-th of N contiguous blocks of the range (see docs/simulate-report.md)")

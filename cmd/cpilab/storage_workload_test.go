@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cpilab/cpilab/simulator"
 )
 
 // wallClockFigures matches the parts of a storage sweep's output that are
@@ -72,7 +74,8 @@ func TestSimulateBadWorkloadIsAUsageError(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	run(context.Background(), []string{"simulate", "--workload", "tape"}, &stdout, &stderr)
-	if !strings.Contains(stderr.String(), `"tape"`) || !strings.Contains(stderr.String(), "disks or storage") {
+	if !strings.Contains(stderr.String(), `"tape"`) || !strings.Contains(stderr.String(), "want disks, storage") ||
+		!strings.Contains(stderr.String(), simulator.ShapeVMOps) {
 		t.Errorf("stderr does not name the bad workload and the good ones: %s", stderr.String())
 	}
 	// --workload disks is the default, spelled out.
@@ -80,6 +83,12 @@ func TestSimulateBadWorkloadIsAUsageError(t *testing.T) {
 	if code := run(context.Background(), []string{"simulate", "--workload", "disks", "--seed", "3", "--steps", "20"}, &stdout, &stderr); code != 0 ||
 		!strings.HasPrefix(stdout.String(), "PASS seed 3") {
 		t.Errorf("--workload disks: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	// A shape of the disk workload runs that shape, and says so.
+	stdout.Reset()
+	if code := run(context.Background(), []string{"simulate", "--workload", simulator.ShapeBurst, "--seed", "3", "--steps", "20"}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "workload burst: 8 clients, bursts") {
+		t.Errorf("--workload burst: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
 

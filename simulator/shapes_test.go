@@ -1,0 +1,77 @@
+package simulator
+
+import (
+	"strings"
+	"testing"
+)
+
+// Each named shape turns on its feature; the mixed shape covers every
+// feature and every client count from 1 to 16 over a few dozen seeds; an
+// explicit client count wins; an unknown name is refused by name.
+func TestShapesDrawTheirFeatures(t *testing.T) {
+	for name, has := range map[string]func(Shape) bool{
+		ShapeLight: func(s Shape) bool {
+			return s.Clients == 3 && s.NoWait == 0 && s.Burst == 0 && s.SlowCPI == 0 && s.DiskWorkers == 0
+		},
+		ShapeManyClients: func(s Shape) bool { return s.Clients == 16 },
+		ShapeNoWait:      func(s Shape) bool { return s.NoWait > 0 },
+		ShapeBurst:       func(s Shape) bool { return s.Burst > 0 },
+		ShapeSlowCPI:     func(s Shape) bool { return s.SlowCPI > 0 && s.LockLease > 0 },
+		ShapeDeepQueue:   func(s Shape) bool { return s.DiskWorkers == 1 && s.NoWait > 0 && s.Burst > 0 },
+		ShapeVMOps:       func(s Shape) bool { return s.VMOps && s.Burst > 0 },
+	} {
+		s, err := DrawShape(WorkloadConfig{Shape: name}, 1)
+		if err != nil || !has(s) {
+			t.Errorf("shape %s drew %v (%v)", name, s, err)
+		}
+	}
+	seen := map[string]bool{}
+	clients := map[int]bool{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		s, err := DrawShape(WorkloadConfig{}, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[s.Clients] = true
+		seen["no-wait"] = seen["no-wait"] || s.NoWait > 0
+		seen["burst"] = seen["burst"] || s.Burst > 0
+		seen["slow-cpi"] = seen["slow-cpi"] || s.SlowCPI > 0
+		seen["deep-queue"] = seen["deep-queue"] || s.DiskWorkers == 1
+		seen["vm-ops"] = seen["vm-ops"] || s.VMOps
+		seen["light"] = seen["light"] || (s.NoWait == 0 && s.Burst == 0 && s.SlowCPI == 0)
+	}
+	if len(seen) != 6 || len(clients) != 16 {
+		t.Errorf("200 mixed seeds covered %v and %d client counts, want every feature and 16", seen, len(clients))
+	}
+	if s, _ := DrawShape(WorkloadConfig{Shape: ShapeManyClients, Clients: 2}, 1); s.Clients != 2 {
+		t.Errorf("--clients 2 under many-clients: %d clients", s.Clients)
+	}
+	if _, err := DrawShape(WorkloadConfig{Shape: "tape"}, 1); err == nil || !strings.Contains(err.Error(), `"tape"`) {
+		t.Errorf("unknown shape: %v", err)
+	}
+}
+
+// A burst's operations share one instance and one disk name, and ops that
+// do not wait parse back from their text form.
+func TestBurstsAndNoWaitOps(t *testing.T) {
+	ops, err := GenerateOps(WorkloadConfig{Shape: ShapeDeepQueue}, 7, 200, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noWait, sameName := 0, 0
+	for i, o := range ops {
+		if o.NoWait {
+			noWait++
+		}
+		if i > 0 && o.Kind.hasDisk() && ops[i-1].Kind.hasDisk() && o.Disk == ops[i-1].Disk && o.VM == ops[i-1].VM && o.Client != ops[i-1].Client {
+			sameName++
+		}
+		back, err := ParseOp(o.String())
+		if err != nil || back.String() != o.String() || back.NoWait != o.NoWait {
+			t.Fatalf("op %q parses back as %+v (%v), want %+v", o, back, err, o)
+		}
+	}
+	if noWait == 0 || sameName < 10 {
+		t.Errorf("deep-queue: %d ops without wait and %d burst neighbours in 200 ops", noWait, sameName)
+	}
+}
