@@ -41,7 +41,7 @@ type gen struct {
 	profile string
 	made    map[string]int
 	agents  int
-	rng *rand.Rand
+	rng     *rand.Rand
 	// attached are the (vm, disk) pairs of the attach_disk steps so far,
 	// which detach_disk mostly picks from.
 	attached [][]json.RawMessage
