@@ -148,6 +148,11 @@ func (r *Runner) cid(ref string) string {
 	if !ok || !strings.HasPrefix(ref, "$") {
 		return ref
 	}
+	if kind == "agent" {
+		// "$agent:3": the run's third agent id (run IDs differ between
+		// runs; the steps do not).
+		return r.Env.RunID + "-agent-" + n
+	}
 	if kind == "image" {
 		// "$image:2": the stemcell image of api_version 2 here.
 		v, _ := strconv.Atoi(n)

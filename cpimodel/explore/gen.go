@@ -114,7 +114,7 @@ func (g *gen) step(t *rapid.T, label string) Step {
 		if locality == nil {
 			locality = []string{}
 		}
-		s.Args = []json.RawMessage{raw(fmt.Sprintf("%s-agent-%d", g.env.RunID, g.agents)), g.ref(t, "stemcell", label+" stemcell"),
+		s.Args = []json.RawMessage{raw(fmt.Sprintf("$agent:%d", g.agents)), g.ref(t, "stemcell", label+" stemcell"),
 			orEmpty(g.env.VMCloudProperties), orEmpty(g.env.Networks), raw(locality),
 			raw(map[string]any{"bosh": map[string]any{"group": "explore"}})}
 		g.made["vm"]++
@@ -206,7 +206,7 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 	for _, sc := range []int{1, len(vs)} {
 		g.agents++
 		steps = append(steps, Step{Method: "create_vm", Profile: g.profile, Args: []json.RawMessage{
-			raw(fmt.Sprintf("%s-agent-%d", g.env.RunID, g.agents)), raw(fmt.Sprintf("$stemcell:%d", sc)),
+			raw(fmt.Sprintf("$agent:%d", g.agents)), raw(fmt.Sprintf("$stemcell:%d", sc)),
 			orEmpty(g.env.VMCloudProperties), orEmpty(g.env.Networks), raw([]string{}), raw(map[string]any{"bosh": map[string]any{"group": "explore"}})}})
 		g.made["vm"]++
 	}
