@@ -133,7 +133,7 @@ func (st *state) explore(ctx SpecContext) {
 		if steps <= 0 {
 			steps = DefaultExploreSteps
 		}
-		lifecycles := max(1, steps/(exploreMaxSteps/2+8))
+		lifecycles := max(1, steps/(exploreMaxSteps*3/4+20))
 		f, seed, err = explore.Explore(ctx, d, env, explore.Options{Seed: seed, Lifecycles: lifecycles, MaxSteps: exploreMaxSteps})
 		what = fmt.Sprintf("seed %d, %d random lifecycles of up to %d steps", seed, lifecycles, exploreMaxSteps)
 	}

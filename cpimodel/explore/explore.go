@@ -148,6 +148,19 @@ func (r *Runner) cid(ref string) string {
 	if !ok || !strings.HasPrefix(ref, "$") {
 		return ref
 	}
+	if kind == "agent" {
+		// "$agent:3": the run's third agent id (run IDs differ between
+		// runs; the steps do not).
+		return r.Env.RunID + "-agent-" + n
+	}
+	if kind == "image" {
+		// "$image:2": the stemcell image of api_version 2 here.
+		v, _ := strconv.Atoi(n)
+		if img, ok := r.Env.Stemcells[v]; ok {
+			return img.Path
+		}
+		return "cpilab-missing-image-" + n
+	}
 	if i, err := strconv.Atoi(n); err == nil && i >= 1 && i <= len(r.refs[kind]) && r.refs[kind][i-1] != "" {
 		return r.refs[kind][i-1]
 	}
@@ -225,6 +238,10 @@ func (r *Runner) record(s Step, c cpimodel.Call, res cpimodel.Result) {
 func imageVersion(s Step, env Env) int {
 	var path string
 	if len(s.Args) > 0 && json.Unmarshal(s.Args[0], &path) == nil {
+		if n, ok := strings.CutPrefix(path, "$image:"); ok {
+			v, _ := strconv.Atoi(n)
+			return max(v, 1)
+		}
 		for v, img := range env.Stemcells {
 			if img.Path == path {
 				return v

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -20,6 +21,7 @@ var methods = []string{
 	"attach_disk", "detach_disk", "set_vm_metadata", "set_disk_metadata", "get_disks", "has_vm", "has_disk",
 	"resize_disk", "update_disk", "snapshot_disk", "delete_snapshot", "delete_disk", "create_stemcell",
 	"delete_stemcell", "info", "calculate_vm_cloud_properties",
+	"reboot_vm", "resize_disk", "delete_disk", "detach_disk", "attach_disk", "create_disk",
 }
 
 var sizes = []int{1024, 2048, 1, 512, 1025, 3000, 4096, 10240}
@@ -39,6 +41,7 @@ type gen struct {
 	profile string
 	made    map[string]int
 	agents  int
+	rng     *rand.Rand
 	// attached are the (vm, disk) pairs of the attach_disk steps so far,
 	// which detach_disk mostly picks from.
 	attached [][]json.RawMessage
@@ -69,7 +72,9 @@ func (g *gen) versions() []int {
 
 func (g *gen) createStemcell(v int) Step {
 	img := g.env.Stemcells[v]
-	args := []json.RawMessage{raw(img.Path), orEmpty(img.CloudProperties)}
+	// The image by reference: a replay file runs on another machine,
+	// where the stemcells are elsewhere.
+	args := []json.RawMessage{raw(fmt.Sprintf("$image:%d", v)), orEmpty(img.CloudProperties)}
 	if apiVersionOf(g.profile, g.env.MaxAPIVersion) >= 3 {
 		args = append(args, raw(map[string]any{"tags": map[string]string{"cpilab_run": g.env.RunID, "purpose": "explore"}}))
 	}
@@ -86,7 +91,9 @@ func orEmpty(r json.RawMessage) json.RawMessage {
 
 // step draws one step.
 func (g *gen) step(t *rapid.T, label string) Step {
-	m := rapid.SampledFrom(methods).Draw(t, label+" method")
+	// rapid favours the first values of a range; the lifecycle's own
+	// generator (seeded by rapid) spreads the methods evenly.
+	m := methods[(rapid.IntRange(0, len(methods)-1).Draw(t, label+" method")+g.rng.IntN(len(methods)))%len(methods)]
 	s := Step{Method: m, Profile: g.profile}
 	vm := func() json.RawMessage { return g.ref(t, "vm", label+" vm") }
 	disk := func() json.RawMessage { return g.ref(t, "disk", label+" disk") }
@@ -107,7 +114,7 @@ func (g *gen) step(t *rapid.T, label string) Step {
 		if locality == nil {
 			locality = []string{}
 		}
-		s.Args = []json.RawMessage{raw(fmt.Sprintf("%s-agent-%d", g.env.RunID, g.agents)), g.ref(t, "stemcell", label+" stemcell"),
+		s.Args = []json.RawMessage{raw(fmt.Sprintf("$agent:%d", g.agents)), g.ref(t, "stemcell", label+" stemcell"),
 			orEmpty(g.env.VMCloudProperties), orEmpty(g.env.Networks), raw(locality),
 			raw(map[string]any{"bosh": map[string]any{"group": "explore"}})}
 		g.made["vm"]++
@@ -187,6 +194,7 @@ func (g *gen) concurrent(t *rapid.T, s Step, label string) Step {
 // api_version), under one caller profile.
 func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 	g := &gen{env: env, made: map[string]int{}}
+	g.rng = rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "lifecycle seed"), 0))
 	g.profile = rapid.SampledFrom(Profiles).Draw(t, "profile")
 	var steps []Step
 	// A stemcell of each api_version, a VM on the first and the last, and
@@ -198,7 +206,7 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 	for _, sc := range []int{1, len(vs)} {
 		g.agents++
 		steps = append(steps, Step{Method: "create_vm", Profile: g.profile, Args: []json.RawMessage{
-			raw(fmt.Sprintf("%s-agent-%d", g.env.RunID, g.agents)), raw(fmt.Sprintf("$stemcell:%d", sc)),
+			raw(fmt.Sprintf("$agent:%d", g.agents)), raw(fmt.Sprintf("$stemcell:%d", sc)),
 			orEmpty(g.env.VMCloudProperties), orEmpty(g.env.Networks), raw([]string{}), raw(map[string]any{"bosh": map[string]any{"group": "explore"}})}})
 		g.made["vm"]++
 	}
@@ -206,7 +214,37 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 		steps = append(steps, Step{Method: "create_disk", Profile: g.profile, Args: []json.RawMessage{raw(size), orEmpty(g.env.DiskCloudProperties), json.RawMessage("null")}})
 		g.made["disk"]++
 	}
-	n := rapid.IntRange(1, max(1, maxSteps)).Draw(t, "steps")
+	// Then as a Director deploys: two disks on the first VM, metadata on
+	// every VM and disk (each its own values), a snapshot of the third
+	// disk.
+	for _, d := range []string{"$disk:1", "$disk:2"} {
+		s := Step{Method: "attach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1"), raw(d)}}
+		steps = append(steps, s)
+		g.attached = append(g.attached, s.Args)
+	}
+	for i := 1; i <= 2; i++ {
+		steps = append(steps, Step{Method: "set_vm_metadata", Profile: g.profile, Args: []json.RawMessage{raw(fmt.Sprintf("$vm:%d", i)),
+			raw(map[string]string{"director": "cpilab", "deployment": "explore", "name": fmt.Sprintf("job/%d", i), "index": fmt.Sprint(i - 1)})}})
+	}
+	for i := 1; i <= 3; i++ {
+		steps = append(steps, Step{Method: "set_disk_metadata", Profile: g.profile, Args: []json.RawMessage{raw(fmt.Sprintf("$disk:%d", i)),
+			raw(map[string]string{"director": "cpilab", "deployment": "explore", "instance_name": fmt.Sprintf("job/%d", i)})}})
+	}
+	steps = append(steps, Step{Method: "snapshot_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:3"), raw(map[string]string{"deployment": "explore"})}})
+	g.made["snapshot"]++
+	// The paths after a deploy: a restart with the disks attached, a disk
+	// detached, grown to a size no multiple of a GiB and attached again,
+	// another disk updated in place.
+	steps = append(steps,
+		Step{Method: "reboot_vm", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1")}},
+		Step{Method: "detach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1"), raw("$disk:2")}},
+		Step{Method: "resize_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:2"), raw(3000)}},
+		Step{Method: "attach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1"), raw("$disk:2")}},
+		Step{Method: "update_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:3"), raw(4096), orEmpty(g.env.DiskCloudProperties)}},
+	)
+	// At least half the budget: rapid starts from small values, and a
+	// lifecycle of two steps after the opening ones walks little.
+	n := rapid.IntRange(max(1, maxSteps/2), max(1, maxSteps)).Draw(t, "steps")
 	for i := range n {
 		label := fmt.Sprintf("step %d", i+1)
 		steps = append(steps, g.concurrent(t, g.step(t, label), label))

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cpilab/cpilab/cpimodel/explore"
+	"github.com/cpilab/cpilab/fixtures/buggycpi"
+)
+
+// TestCertifyExploreAndReplay: --explore rejects a bug no spec looks for,
+// naming its model clause and the shrunk steps; the same seed writes the
+// same steps; --replay of the file fails the same way alone; the reference
+// CPI passes the replay and an exploration.
+func TestCertifyExploreAndReplay(t *testing.T) {
+	dir := buildCPIs(t)
+	bug, _ := buggycpi.Lookup("reboot-loses-metadata")
+	link := install(t, dir, bug)
+	var steps [2]string
+	var file string
+	for i := range steps {
+		file = filepath.Join(t.TempDir(), "replay.json")
+		code, out, stderr := certify(t, dir, "--cpi", link, "--explore", "--seed", "5", "--explore-steps", "60", "--replay-out", file)
+		if code != 1 || !strings.Contains(out, "model.frame") || !strings.Contains(out, "shrunk to") || !strings.Contains(out, "step 1: ") {
+			t.Fatalf("--explore exited %d, want a model.frame rejection with its steps:\n%s\n%s", code, out, tail(stderr, 2000))
+		}
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("no replay file: %v", err)
+		}
+		var rp explore.Replay
+		if err := json.Unmarshal(raw, &rp); err != nil || len(rp.Steps) == 0 || !strings.Contains(rp.Violation, "model.frame") {
+			t.Fatalf("replay file %s: %v", raw, err)
+		}
+		b, _ := json.Marshal(rp.Steps)
+		steps[i] = string(b)
+	}
+	if steps[0] != steps[1] {
+		t.Fatalf("the same seed gave other steps:\n%s\n%s", steps[0], steps[1])
+	}
+	code, out, _ := certify(t, dir, "--cpi", link, "--replay", file)
+	if code != 1 || !strings.Contains(out, "model.frame") || !strings.Contains(out, "the replay of") {
+		t.Fatalf("--replay exited %d, want the same rejection:\n%s", code, out)
+	}
+	code, out, _ = certify(t, dir, "--replay", file)
+	if code != 0 || !strings.Contains(out, "ACCEPTED: 1 passed") {
+		t.Fatalf("the reference CPI fails the replay (exit %d):\n%s", code, out)
+	}
+	code, out, _ = certify(t, dir, "--explore", "--explore-steps", "60", "--seed", "5")
+	if code != 0 || !strings.Contains(out, "ACCEPTED: 1 passed") || !strings.Contains(out, "seed 5") {
+		t.Fatalf("the reference CPI fails an exploration (exit %d):\n%s", code, out)
+	}
+	if code, _, stderr := certify(t, dir, "--explore", "--replay", file); code != 2 || !strings.Contains(stderr, "exclude each other") {
+		t.Fatalf("--explore with --replay exited %d: %s", code, stderr)
+	}
+}
