@@ -2,11 +2,14 @@ package suites_test
 
 import (
 	"os/exec"
+	"strings"
 	"testing"
 
+	"github.com/onsi/ginkgo/v2/types"
+
+	"github.com/cpilab/cpilab/cpimodel"
 	"github.com/cpilab/cpilab/fixtures/buggycpi"
 	"github.com/cpilab/cpilab/suites"
-	"github.com/onsi/ginkgo/v2/types"
 )
 
 // TestFilteredRunsCleanUp: a label filter or a focus that cuts a context
@@ -75,8 +78,11 @@ func TestCleanupAsTheDirector(t *testing.T) {
 		t.Fatal("the detach that does not detach was accepted")
 	}
 	for _, f := range fs {
-		if f.Violation.Clause != suites.ClauseDetach {
-			t.Errorf("failure on %q names %s (%s); want only %s", f.Spec, f.Violation.Clause, f.Violation.Did, suites.ClauseDetach)
+		// The contract's model names the same bug from the call itself: a
+		// detach_disk that succeeded and left the disk attached.
+		byModel := f.Violation.Clause == cpimodel.ClauseEffect && strings.Contains(f.Violation.Did, "detach_disk")
+		if f.Violation.Clause != suites.ClauseDetach && !byModel {
+			t.Errorf("failure on %q names %s (%s); want only %s (or the model's %s on detach_disk)", f.Spec, f.Violation.Clause, f.Violation.Did, suites.ClauseDetach, cpimodel.ClauseEffect)
 		}
 	}
 	if n := len(left.VMs) + len(left.Disks) + len(left.Stemcells) + len(left.Snapshots); n != 0 {

@@ -17,7 +17,7 @@ import (
 
 // Areas are the summary's columns, in order.
 var Areas = []string{"setup", "protocol", "shapes", "errors", "truth", "hints", "parallel", "retry", "iaas",
-	"vm", "settings", "agent", "disks", "data", "cleanup"}
+	"vm", "settings", "agent", "disks", "data", "explore", "cleanup"}
 
 // Cell counts the specs of one row and area.
 type Cell struct {

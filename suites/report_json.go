@@ -63,6 +63,7 @@ var AreaDocs = map[string]string{
 	"agent":    "the agent boots from those settings and answers over the mbus",
 	"disks":    "the agent finds attached disks through the hint; the dynamic-disk link",
 	"data":     "data written on a disk is read back on another VM after a move",
+	"explore":  "random lifecycles of calls, the contract's model checked after every step",
 	"cleanup":  "teardown of what a context shared, and nothing left in the IaaS",
 }
 

@@ -126,14 +126,14 @@ func RunReplay(ctx context.Context, d Driver, env Env, rp Replay) (*Failure, []D
 }
 
 func rapidSettings(o Options) error {
-	if !testing.Testing() {
-		// rapid asks testing.Short(), which needs the testing flags
-		// registered and the command line parsed; certify parses its own
-		// flag set, never the process-wide one.
-		testing.Init()
-		if !flag.Parsed() {
-			_ = flag.CommandLine.Parse([]string{})
-		}
+	// rapid asks testing.Short(), which needs the testing flags registered
+	// and the command line parsed: certify parses its own flag set, never
+	// the process-wide one, and a test binary's child process (a worker, a
+	// suite run in a subprocess) may not have run testing's init either.
+	// testing.Init does nothing when it already ran.
+	testing.Init()
+	if !flag.Parsed() {
+		_ = flag.CommandLine.Parse([]string{})
 	}
 	shrink := o.ShrinkTime
 	if shrink <= 0 {
