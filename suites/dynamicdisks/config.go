@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -201,12 +202,18 @@ const (
 // DefaultCloudConfig is the cloud config the suite uploads when it deploys
 // its own deployment: two AZs, a vm_type, a network and the disk_type
 // "dynamic" (16 MiB).
-var DefaultCloudConfig = []byte(`azs:
-- name: z1
-  cloud_properties: {}
-- name: z2
-  cloud_properties: {}
-vm_types:
+var DefaultCloudConfig = CloudConfig("z1", "z2")
+
+// CloudConfig is a cloud config with the given AZs, one VM type
+// ("default"), the disk type "dynamic" and a dynamic network spanning the
+// AZs.
+func CloudConfig(azs ...string) []byte {
+	var b strings.Builder
+	b.WriteString("azs:\n")
+	for _, az := range azs {
+		fmt.Fprintf(&b, "- name: %s\n  cloud_properties: {}\n", az)
+	}
+	fmt.Fprintf(&b, `vm_types:
 - name: default
   cloud_properties: {}
 disk_types:
@@ -217,14 +224,20 @@ networks:
 - name: default
   type: dynamic
   subnets:
-  - azs: [z1, z2]
+  - azs: [%s]
     cloud_properties: {}
-`)
+`, strings.Join(azs, ", "))
+	return []byte(b.String())
+}
 
 // DefaultManifest is a deployment named name of n instances in instance
 // group "dd", spread over AZs z1 and z2, on the newest stemcell of os,
 // matching DefaultCloudConfig.
-func DefaultManifest(name, os string, n int) []byte {
+func DefaultManifest(name, os string, n int) []byte { return Manifest(name, os, n, "z1", "z2") }
+
+// Manifest is a deployment named name of n instances in instance group
+// "dd", spread over azs, on the newest stemcell of os.
+func Manifest(name, os string, n int, azs ...string) []byte {
 	return fmt.Appendf(nil, `name: %s
 stemcells:
 - alias: default
@@ -233,7 +246,7 @@ stemcells:
 instance_groups:
 - name: dd
   instances: %d
-  azs: [z1, z2]
+  azs: [%s]
   vm_type: default
   stemcell: default
   networks:
@@ -242,7 +255,7 @@ instance_groups:
 update:
   canaries: 1
   max_in_flight: 1
-`, name, os, n)
+`, name, os, n, strings.Join(azs, ", "))
 }
 
 // withDefaults returns c with every zero field set to its default.

@@ -79,6 +79,11 @@ const (
 	deploymentName = "flex"
 )
 
+// envAZ is the one AZ of the environment: every node can take every
+// volume (a disk is bound to its AZ), as FlexVolume and CSI certification
+// expect of one cluster's nodes.
+const envAZ = "z1"
+
 // StartEnv starts an embedded reference Director with agents and the fake
 // cloud, deploys the nodes and opens the gate.
 func StartEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
@@ -141,10 +146,10 @@ func (e *Env) deploy(ctx context.Context, info launch.Info, stemcell string, n i
 	if err := admin.UploadStemcell(ctx, stemcell); err != nil {
 		return fmt.Errorf("flex: upload stemcell: %w", err)
 	}
-	if err := admin.UpdateCloudConfig(ctx, dynamicdisks.DefaultCloudConfig); err != nil {
+	if err := admin.UpdateCloudConfig(ctx, dynamicdisks.CloudConfig(envAZ)); err != nil {
 		return fmt.Errorf("flex: cloud config: %w", err)
 	}
-	if err := admin.Deploy(ctx, dynamicdisks.DefaultManifest(deploymentName, "ubuntu-jammy", n)); err != nil {
+	if err := admin.Deploy(ctx, dynamicdisks.Manifest(deploymentName, "ubuntu-jammy", n, envAZ)); err != nil {
 		return fmt.Errorf("flex: deploy %s: %w", deploymentName, err)
 	}
 	insts, err := admin.Instances(ctx, deploymentName)
