@@ -21,6 +21,7 @@ import (
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/simulator/diskmodel"
+	"github.com/cpilab/cpilab/vmroot"
 )
 
 // AsViolation returns the *Violation in err's chain.
@@ -281,31 +282,21 @@ func (w *World) linkReachesDisk(root, cid string) bool {
 	return err == nil && got.Mode().IsRegular() && os.SameFile(want, got)
 }
 
-// resolveInRoot follows guest path p's symlinks inside root, at most 40
-// hops, and returns the host path it ends at. Absolute targets are guest
-// paths; ".." never leaves the root.
+// resolveInRoot follows guest path p's symlinks inside root, as the guest
+// would (the project's one VM-root resolver, vmroot: absolute targets are
+// guest paths, ".." never leaves the root), and returns the host path it
+// ends at.
 func resolveInRoot(root, p string) (string, bool) {
-	p = path.Clean("/" + p)
-	for range 40 {
-		host := filepath.Join(root, filepath.FromSlash(p))
-		fi, err := os.Lstat(host)
-		if err != nil {
-			return "", false
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			return host, true
-		}
-		t, err := os.Readlink(host)
-		if err != nil {
-			return "", false
-		}
-		if path.IsAbs(t) {
-			p = path.Clean(t)
-		} else {
-			p = path.Join(path.Dir(p), t)
-		}
+	r, err := vmroot.Open(root)
+	if err != nil {
+		return "", false
 	}
-	return "", false
+	defer r.Close()
+	guest, err := r.Resolve(p)
+	if err != nil {
+		return "", false
+	}
+	return filepath.Join(root, filepath.FromSlash(guest)), true
 }
 
 // ---- the checkers ----

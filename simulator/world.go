@@ -21,6 +21,7 @@ import (
 	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
+	directorfixtures "github.com/cpilab/cpilab/fixtures/director"
 	"github.com/cpilab/cpilab/mbus"
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/simulator/faults"
@@ -394,18 +395,6 @@ func (w *World) nextFor(seam faults.Seam, name, agentID string) []faults.Fault {
 
 // ---- setup ----
 
-const stemcellMF = `---
-name: bosh-fakeiaas-ubuntu-jammy-go_agent
-version: "1.100"
-operating_system: ubuntu-jammy
-api_version: 2
-stemcell_formats:
-- fakeiaas-raw
-cloud_properties: {}
-`
-
-const stemcellImage = `{"name": "bosh-fakeiaas-ubuntu-jammy-go_agent", "version": "1.100", "api_version": 2, "agent": {"device_path_resolution_type": "virtio"}}`
-
 const cloudConfig = `azs:
 - name: z1
   cloud_properties: {}
@@ -447,13 +436,15 @@ const DiskPool = "small"
 
 func (w *World) deploy() error {
 	image := filepath.Join(w.cfg.DataDir, "stemcell.img")
-	if err := os.WriteFile(image, []byte(stemcellImage), 0o644); err != nil {
+	if err := os.WriteFile(image, []byte(directorfixtures.StemcellImage), 0o644); err != nil {
 		return err
 	}
 	d := w.Director()
 	w.Deployment = "sim"
 	steps := []func() (int64, error){
-		func() (int64, error) { return d.UploadStemcell(directorUser, []byte(stemcellMF), image) },
+		func() (int64, error) {
+			return d.UploadStemcell(directorUser, []byte(directorfixtures.StemcellMF), image)
+		},
 		func() (int64, error) { return d.UpdateCloudConfig(directorUser, []byte(cloudConfig)) },
 		func() (int64, error) {
 			return d.Deploy(directorUser, fmt.Appendf(nil, manifestTemplate, w.Deployment, w.cfg.Instances, w.cfg.VMType))

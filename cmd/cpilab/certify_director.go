@@ -258,6 +258,11 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 		cfg.Disks = dynamicdisks.Credentials{Username: "disks", Password: "disks"}
 		cfg.Setup.StemcellLocation = stemcell
 		cfg.ScopeCredentials = dynamicdisks.ScopeCredentialsFor(users)
+		if info.Cloud != nil && cfg.Oracle == nil {
+			// The fake cloud runs in this process: the suite reads it,
+			// the agents' links in its VM roots, and holds its operations.
+			cfg.Oracle, cfg.Links, cfg.Gates = dynamicdisks.InProcessCloud(info.Cloud)
+		}
 		return stop, nil
 	case err := <-done:
 		cancel()

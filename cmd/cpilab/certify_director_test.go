@@ -44,7 +44,10 @@ func TestCertifyDirectorAcceptsTheReferenceDirector(t *testing.T) {
 	if code != 0 || !strings.Contains(out, " passed, 0 failed") || !strings.HasPrefix(lastLine(out), "ACCEPTED: ") {
 		t.Fatalf("exit %d; want 0, no failure and the ACCEPTED line:\n%s", code, out)
 	}
-	for _, want := range []string{"embedded reference director (profile reference)", "Not checked (these are not passes)"} {
+	// The embedded director's fake cloud runs in this process: the suite
+	// reads it, the agents' links and its gates, so nothing is left not
+	// checked for want of an oracle.
+	for _, want := range []string{"embedded reference director (profile reference)", " 0 not checked"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -66,7 +69,7 @@ func TestCertifyDirectorAcceptsTheReferenceDirector(t *testing.T) {
 // --list [--json] runs nothing, --skip leaves specs out, --quiet keeps the
 // verdict line.
 func TestCertifyDirectorSelectsAndQuiets(t *testing.T) {
-	code, out := certifyDirector(t, "--list", "--json", "--label-filter", "area:auth", "--skip", "401")
+	code, out := certifyDirector(t, "--list", "--json", "--label-filter", "area:auth", "--skip", "invalid. credentials")
 	var list struct {
 		Specs []struct{ ID, Text string }
 		Count int
@@ -75,8 +78,8 @@ func TestCertifyDirectorSelectsAndQuiets(t *testing.T) {
 		t.Fatalf("--list --json: exit %d, %v:\n%s", code, err, out)
 	}
 	for _, s := range list.Specs {
-		if strings.Contains(s.Text, "401") {
-			t.Errorf("--skip 401 listed %q", s.Text)
+		if strings.Contains(s.Text, "invalid) credentials") {
+			t.Errorf("--skip listed %q", s.Text)
 		}
 	}
 	code, out = certifyDirector(t, "--quiet", "--label-filter", "area:auth")

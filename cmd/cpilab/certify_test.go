@@ -1,10 +1,13 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -474,6 +477,47 @@ func TestCertifyReportDir(t *testing.T) {
 	}
 	if lastLine(string(log)) != lastLine(stdout) || !strings.Contains(string(log), "running 1 spec") || r.Verdict != suites.VerdictAccepted {
 		t.Errorf("the log does not hold the run's output (verdict %s):\n%s", r.Verdict, log)
+	}
+}
+
+// --report-dir NAME.tar.gz packs the reports and the log into that archive
+// and leaves no directory behind.
+func TestCertifyReportDirArchive(t *testing.T) {
+	dir := buildCPIs(t)
+	base := t.TempDir()
+	archive := filepath.Join(base, "run-1.tar.gz")
+	code, stdout, stderr := certify(t, dir, "--label-filter", "row:cli.api2 && area:setup", "--report-dir", archive)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	slices.Sort(names)
+	want := []string{"run-1/cpilab.log", "run-1/junit.xml", "run-1/report.html", "run-1/report.json"}
+	if !slices.Equal(names, want) {
+		t.Errorf("archive holds %v, want %v", names, want)
+	}
+	if entries, _ := os.ReadDir(base); len(entries) != 1 {
+		t.Errorf("beside the archive: %v, want the archive alone", entries)
 	}
 }
 

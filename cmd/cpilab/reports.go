@@ -1,6 +1,8 @@
 package main
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -28,8 +30,21 @@ const (
 	dirLog   = "cpilab.log"
 )
 
+// archived is p with --report-dir DIR.tar.gz (or .tgz) read as: write the
+// reports and the log into DIR.tar.gz.d, then archive that directory into
+// DIR.tar.gz at the end of the run (openDir's closer) and remove it.
+func (p reportPaths) archived() (reportPaths, string) {
+	if strings.HasSuffix(p.dir, ".tar.gz") || strings.HasSuffix(p.dir, ".tgz") {
+		archive := p.dir
+		p.dir += ".d"
+		return p, archive
+	}
+	return p, ""
+}
+
 // inDir is p with every report not named otherwise in p.dir.
 func (p reportPaths) inDir() reportPaths {
+	p, _ = p.archived()
 	if p.dir == "" {
 		return p
 	}
@@ -48,6 +63,7 @@ func (p reportPaths) inDir() reportPaths {
 // prints, stdout and stderr, to its cpilab.log too, without colour: the
 // run's log beside its reports. The caller closes the log.
 func (p reportPaths) openDir(fs *flag.FlagSet, u *ui) (io.Closer, error) {
+	p, archive := p.archived()
 	if p.dir == "" {
 		return io.NopCloser(nil), nil
 	}
@@ -60,7 +76,58 @@ func (p reportPaths) openDir(fs *flag.FlagSet, u *ui) (io.Closer, error) {
 	}
 	u.color = false
 	u.out, u.err = io.MultiWriter(u.out, log), io.MultiWriter(u.err, log)
+	if archive != "" {
+		return archiveOnClose{log: log, dir: p.dir, archive: archive}, nil
+	}
 	return log, nil
+}
+
+// archiveOnClose closes the run's log, then packs the report directory
+// into a .tar.gz and removes the directory.
+type archiveOnClose struct {
+	log          io.Closer
+	dir, archive string
+}
+
+func (a archiveOnClose) Close() error {
+	if err := a.log.Close(); err != nil {
+		return err
+	}
+	if err := writeFile(a.archive, func(w io.Writer) error { return tarGz(w, a.dir) }); err != nil {
+		return fmt.Errorf("--report-dir %s: %w", a.archive, err)
+	}
+	return os.RemoveAll(a.dir)
+}
+
+// tarGz writes the regular files of dir (one level) as a gzip-compressed
+// tar, under the archive's base name without its extension.
+func tarGz(w io.Writer, dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	zw := gzip.NewWriter(w)
+	tw := tar.NewWriter(zw)
+	top := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(filepath.Base(dir), ".d"), ".tar.gz"), ".tgz")
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: top + "/" + e.Name(), Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(b); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
 }
 
 // stdoutPath is the report path that means stdout.
@@ -76,6 +143,12 @@ func (p reportPaths) toStdout() bool {
 // after it (a missing directory, a directory), and two reports on stdout,
 // as a usage error.
 func (p reportPaths) check(fs *flag.FlagSet) error {
+	p, archive := p.archived()
+	if archive != "" {
+		if err := checkReportPath(archive); err != nil {
+			return usageError(fs, "--report-dir %s: %v", archive, err)
+		}
+	}
 	if p.dir != "" {
 		if fi, err := os.Stat(p.dir); err == nil && !fi.IsDir() {
 			return usageError(fs, "--report-dir %s: not a directory", p.dir)
@@ -139,7 +212,7 @@ func (f certifyFlexFlags) reports() reportPaths {
 }
 
 // reportDirUsage is --report-dir's help.
-const reportDirUsage = "write every report (" + dirJSON + ", " + dirJUnit + ", " + dirHTML + ") and the run's log (" + dirLog + ") into `DIR`, made if missing; a report flag given as well still wins"
+const reportDirUsage = "write every report (" + dirJSON + ", " + dirJUnit + ", " + dirHTML + ") and the run's log (" + dirLog + ") into `DIR`, made if missing (DIR ending in .tar.gz or .tgz: packed into that archive at the end); a report flag given as well still wins"
 
 // verdictExit is a certifier's exit status for its verdict: 0 accepted,
 // 2 interrupted (a harness limit), 1 otherwise.

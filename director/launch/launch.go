@@ -34,6 +34,7 @@ import (
 	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
+	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/internal/redact"
 	"github.com/cpilab/cpilab/mbus"
 	"github.com/cpilab/cpilab/rt"
@@ -107,6 +108,9 @@ type Info struct {
 	CACertPath string // "" for plain HTTP
 	CACertPEM  []byte
 	Users      []director.User
+	// Cloud is the fake cloud the director runs on when it runs one in
+	// this process (nil with --cpi-config): an embedding caller's oracle.
+	Cloud *fakeiaas.Cloud
 }
 
 // Run starts everything, serves until ctx is done, then shuts down in
@@ -199,7 +203,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 		closers = append(closers, l.Close)
-		w = &world{cpi: l.CPI, inv: l, agents: l.Agents}
+		w = &world{cpi: l.CPI, inv: l, agents: l.Agents, cloud: l.Cloud}
 	}
 	st, err := openStore(cfg, filepath.Join(cfg.DataDir, "director.db"))
 	if err != nil {
@@ -253,7 +257,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	closers = append(closers, srv.Close)
-	info := Info{URL: srv.URL(), CACertPEM: srv.CACertPEM(), Users: users}
+	info := Info{URL: srv.URL(), CACertPEM: srv.CACertPEM(), Users: users, Cloud: w.cloud}
 	if len(info.CACertPEM) > 0 {
 		info.CACertPath = filepath.Join(cfg.DataDir, "ca.pem")
 		if err := os.WriteFile(info.CACertPath, info.CACertPEM, 0o644); err != nil {

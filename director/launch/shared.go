@@ -106,6 +106,7 @@ type world struct {
 	agents director.Agents
 	mbus   string
 	close  func() error
+	cloud  *fakeiaas.Cloud // the in-process fake cloud, nil for a remote one
 }
 
 // remoteWorld connects to a fake cloud served by another process (`cpilab

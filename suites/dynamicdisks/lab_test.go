@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,13 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cpilab/cpilab/agent"
-	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
 	"github.com/cpilab/cpilab/director/launch"
 	"github.com/cpilab/cpilab/director/store"
-	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fixtures/directorbugs"
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
@@ -142,13 +138,14 @@ func child(profile, report string) (err error) {
 	if err != nil {
 		return err
 	}
+	oracle, links, gates := dynamicdisks.InProcessCloud(l.Cloud)
 	cfg := dynamicdisks.Config{
 		URL: srv.URL(), CACertPEM: srv.CACertPEM(),
 		Admin:            dynamicdisks.Credentials{Username: "admin", Password: "admin-pw"},
 		Disks:            dynamicdisks.Credentials{Username: "csi", Password: "csi-pw"},
 		Setup:            dynamicdisks.Setup{StemcellLocation: stemcell},
 		ScopeCredentials: dynamicdisks.ScopeCredentialsFor(users),
-		Oracle:           oracle{l.Cloud}, Links: links{l.Cloud}, Gates: gates{l.Cloud},
+		Oracle:           oracle, Links: links, Gates: gates,
 		// Short: a disk task still queued after 3 s is stuck (every task
 		// of the lab takes milliseconds).
 		// Settle: a generous wait for the second create_disk of race (a),
@@ -273,87 +270,6 @@ func brokenAPI(h http.Handler) http.Handler {
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
 	})
-}
-
-// oracle reads fakeiaas's state.
-type oracle struct{ c *fakeiaas.Cloud }
-
-func (o oracle) Disk(ctx context.Context, cid string) (dynamicdisks.OracleDisk, bool, error) {
-	st, err := o.c.State(ctx)
-	if err != nil {
-		return dynamicdisks.OracleDisk{}, false, err
-	}
-	for _, d := range st.Disks {
-		if d.CID.String() == cid {
-			return dynamicdisks.OracleDisk{AttachedTo: d.VMCID.String(), Metadata: d.Metadata}, true, nil
-		}
-	}
-	return dynamicdisks.OracleDisk{}, false, nil
-}
-
-func (o oracle) Disks(ctx context.Context) ([]string, error) {
-	st, err := o.c.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(st.Disks))
-	for _, d := range st.Disks {
-		out = append(out, d.CID.String())
-	}
-	return out, nil
-}
-
-// links reads the agent's links in the VM roots fakeiaas keeps (the file
-// system an SFTP session onto the VM shows).
-type links struct{ c *fakeiaas.Cloud }
-
-func (k links) DynamicDiskLink(_ context.Context, vm dynamicdisks.VM, diskCID string) (string, bool, error) {
-	vmCID, err := cpiv2.NewVMCID(vm.VMCID)
-	if err != nil {
-		return "", false, err
-	}
-	target, err := os.Readlink(filepath.Join(k.c.VMRoot(vmCID), agent.DynamicDiskLink(diskCID)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", false, nil
-	}
-	return target, err == nil, err
-}
-
-// gates hold fakeiaas operations with pause fault rules.
-type gates struct{ c *fakeiaas.Cloud }
-
-func (g gates) Hold(ctx context.Context, op string) (dynamicdisks.Gate, error) {
-	r, err := g.c.AddFault(ctx, fakeiaas.Rule{Op: fakeiaas.Op(op), Effect: fakeiaas.Effect{Kind: fakeiaas.EffectPause}})
-	if err != nil {
-		return nil, err
-	}
-	return gate{c: g.c, id: r.ID}, nil
-}
-
-type gate struct {
-	c  *fakeiaas.Cloud
-	id string
-}
-
-func (g gate) Held(ctx context.Context) (int, error) {
-	all, err := g.c.Faults(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, s := range all {
-		if s.ID == g.id {
-			return s.Paused, nil
-		}
-	}
-	return 0, nil // released
-}
-
-func (g gate) Release(ctx context.Context) error {
-	err := g.c.RemoveFault(ctx, g.id)
-	if errors.Is(err, fakeiaas.ErrNotFound) {
-		return nil // released before
-	}
-	return err
 }
 
 // runChild runs the suite against a lab director of profile in a child
