@@ -36,8 +36,8 @@ test: build vet fmt
 # cluster make test starts (CPILAB_TEST_POSTGRES); run make test instead.
 test-steps:
 	@./scripts/dockerd.sh probe
-	$(GO) test -count=1 -timeout 20m -skip '^TestCertifyCatalog$$' $(PKGS)
-	$(GO) test -count=1 -timeout 25m -run '^TestCertifyCatalog$$' ./cmd/cpilab/
+	$(GO) test -count=1 -timeout 30m -skip '^TestCertifyCatalog$$' $(PKGS)
+	$(GO) test -count=1 -timeout 45m -run '^TestCertifyCatalog$$' ./cmd/cpilab/
 	$(GO) test -count=1 -race -short -timeout 20m $$($(GO) list $(RACE_PKGS) 2>/dev/null)
 	$(MAKE) fuzz FUZZTIME=3s
 
