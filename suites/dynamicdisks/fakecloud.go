@@ -21,15 +21,29 @@ import (
 // pause fault rules.
 func FakeCloud(url string) (Oracle, Gates) {
 	c := fakeiaas.NewClient(url)
-	return cloudOracle{c}, cloudGates{c}
+	return cloudOracle{c: c, where: " at " + url}, cloudGates{c}
 }
 
-type cloudOracle struct{ c *fakeiaas.Client }
+// fakeCloud is what the oracle and the gates read of a fake cloud: in
+// this process (*fakeiaas.Cloud) or over its HTTP API (*fakeiaas.Client).
+type fakeCloud interface {
+	State(ctx context.Context) (fakeiaas.State, error)
+	AddFault(ctx context.Context, r fakeiaas.Rule) (fakeiaas.Rule, error)
+	Faults(ctx context.Context) ([]fakeiaas.RuleStatus, error)
+	RemoveFault(ctx context.Context, id string) error
+}
+
+// cloudOracle reads the fake cloud's state; where says which cloud in
+// errors.
+type cloudOracle struct {
+	c     fakeCloud
+	where string
+}
 
 func (o cloudOracle) Disk(ctx context.Context, cid string) (OracleDisk, bool, error) {
 	st, err := o.c.State(ctx)
 	if err != nil {
-		return OracleDisk{}, false, fmt.Errorf("fakeiaas oracle at %s: %w", o.c.URL(), err)
+		return OracleDisk{}, false, fmt.Errorf("fakeiaas oracle%s: %w", o.where, err)
 	}
 	for _, d := range st.Disks {
 		if d.CID.String() == cid {
@@ -42,7 +56,7 @@ func (o cloudOracle) Disk(ctx context.Context, cid string) (OracleDisk, bool, er
 func (o cloudOracle) Disks(ctx context.Context) ([]string, error) {
 	st, err := o.c.State(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("fakeiaas oracle at %s: %w", o.c.URL(), err)
+		return nil, fmt.Errorf("fakeiaas oracle%s: %w", o.where, err)
 	}
 	out := make([]string, 0, len(st.Disks))
 	for _, d := range st.Disks {
@@ -51,7 +65,8 @@ func (o cloudOracle) Disks(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-type cloudGates struct{ c *fakeiaas.Client }
+// cloudGates hold the fake cloud's operations with pause fault rules.
+type cloudGates struct{ c fakeCloud }
 
 func (g cloudGates) Hold(ctx context.Context, op string) (Gate, error) {
 	r, err := g.c.AddFault(ctx, fakeiaas.Rule{Op: fakeiaas.Op(op), Effect: fakeiaas.Effect{Kind: fakeiaas.EffectPause}})
@@ -62,7 +77,7 @@ func (g cloudGates) Hold(ctx context.Context, op string) (Gate, error) {
 }
 
 type cloudGate struct {
-	c  *fakeiaas.Client
+	c  fakeCloud
 	id string
 }
 
