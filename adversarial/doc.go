@@ -1,8 +1,10 @@
-// Package adversarial is cpilab's seeded adversarial campaign: it throws
-// hostile inputs at every boundary docs/security.md names (the Director's
-// HTTP API, fakeiaas's HTTP API with restarts between creates, SFTP onto a
-// VM root, the agent, the CPI process runner, the CLI's front doors) and
-// decides each input with oracles outside the system under test:
+// Package adversarial is cpilab's seeded adversarial campaign against every
+// boundary docs/security.md names.
+//
+// It throws hostile inputs at the Director's HTTP API, fakeiaas's HTTP API
+// with restarts between creates, SFTP onto a VM root, the agent, the CPI
+// process runner and the CLI's front doors, and decides each input with
+// oracles outside the system under test:
 //
 //   - crash: a panic, a 5xx or a dropped connection, a process that hangs
 //     past its bound, a non-zero exit where a clear error was expected;

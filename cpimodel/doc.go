@@ -1,8 +1,8 @@
-// Package cpimodel is a model of the CPI contract: the cloud as the
-// contract sees it (stemcells and their tags, VMs with their metadata,
-// cloud_properties, networks, agent settings and attached disks, disks with
-// their size, cloud_properties, metadata and attachment, snapshots with
-// their source disk) and, for one CPI call, what the call may do to it.
+// Package cpimodel is a model of the CPI contract: the cloud as the contract
+// sees it and what one CPI call may do to it. The cloud holds stemcells and
+// their tags, VMs with their metadata, cloud_properties, networks, agent
+// settings and attached disks, disks with their size, cloud_properties,
+// metadata and attachment, and snapshots with their source disk.
 //
 // It is pure: no I/O, no clock, no goroutine. A caller reads the whole
 // cloud before and after a call (State), parses the request and the

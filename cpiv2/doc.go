@@ -1,8 +1,9 @@
-// Package cpiv2 is the BOSH CPI wire protocol for api_version 1, 2 and 3:
-// typed requests and results per method, typed CIDs and disk hints, the
-// error catalog, version negotiation for each caller profile, an exec runner
-// that calls a CPI binary exactly as the Director does, and a dispatcher for
-// writing CPIs in Go. Everything else in cpilab speaks CPI through it.
+// Package cpiv2 is the BOSH CPI wire protocol for api_version 1, 2 and 3. It
+// holds typed requests and results per method, typed CIDs and disk hints,
+// the error catalog, version negotiation for each caller profile, an exec
+// runner that calls a CPI binary exactly as the Director does, and a
+// dispatcher for writing CPIs in Go. Everything else in cpilab speaks CPI
+// through it.
 //
 // Calling a CPI binary as the current Director would:
 //

@@ -1,9 +1,10 @@
-// Package director is cpilab's reference BOSH Director for disks: the
-// dynamic disks API and its tasks (as upstream's, docs/upstream.md),
-// deployments just deep enough to own VMs (stemcells, cloud config, instance groups, instance
-// state changes, VM delete, deployment delete), normal, urgent and
-// dynamic_disks queues with their own workers, lease locks on deployments,
-// VMs and disk names, and restart recovery that reconciles the IaaS.
+// Package director is cpilab's reference BOSH Director for disks. It serves
+// the dynamic disks API and its tasks (as upstream's, docs/upstream.md),
+// deployments just deep enough to own VMs (stemcells, cloud config, instance
+// groups, instance state changes, VM delete, deployment delete), normal,
+// urgent and dynamic_disks queues with their own workers, lease locks on
+// deployments, VMs and disk names, and restart recovery that reconciles the
+// IaaS.
 //
 // The director reaches the cloud through a CPI (any cpiv2.CPI) and the agents
 // through Agents (a *mbus.Client). All time, randomness and concurrency come

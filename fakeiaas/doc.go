@@ -1,8 +1,9 @@
-// Package fakeiaas is an honest fake cloud for BOSH CPIs: real state
-// (stemcells, VMs, disks, snapshots, attachments with device names,
-// metadata, user-data, registry settings), durable on disk, served on
-// loopback so that many CPI processes can share it, with composable fault
-// rules, an operation history and a read-only oracle.
+// Package fakeiaas is an honest fake cloud for BOSH CPIs, with an oracle
+// that tells the truth about it. It keeps real state (stemcells, VMs, disks,
+// snapshots, attachments with device names, metadata, user-data, registry
+// settings), durable on disk, served on loopback so that many CPI processes
+// can share it, with composable fault rules, an operation history and a
+// read-only oracle.
 //
 // # VM roots and disks
 //

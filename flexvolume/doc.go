@@ -1,7 +1,7 @@
-// Package flexvolume is a Kubernetes FlexVolume driver over the BOSH
-// Director's dynamic disks, and the FlexVolume call protocol as kubelet's
-// code speaks it: call-out names, option keys, the one-JSON-object answer
-// (ParseOutput, CheckExit, each protocol error its own value), and a
+// Package flexvolume is a Kubernetes FlexVolume driver over BOSH dynamic
+// disks, and the FlexVolume call protocol. The protocol is spoken as
+// kubelet's code speaks it: call-out names, option keys, the one-JSON-object
+// answer (ParseOutput, CheckExit, each protocol error its own value), and a
 // Caller that runs any driver executable as kubelet does.
 //
 // The driver binary (cmd/bosh-flexvolume) is Main with a zero MainConfig:

@@ -1,10 +1,10 @@
 // Package storage is a convergent storage-sizing controller for BOSH dynamic
-// disks: it keeps each logical volume between a request (floor) and a limit
+// disks. It keeps each logical volume between a request (floor) and a limit
 // (ceiling), converging toward a target buffer of free space. Non-urgent
-// growth and shrink happen only inside a maintenance window; emergency growth
-// happens at once when free space is critical; a sliding 24-hour action
-// budget keeps a reserve for emergencies; policy lives in the spec and is
-// never rewritten, state lives in the status.
+// growth and shrink happen only inside a maintenance window; emergency
+// growth happens at once when free space is critical; a sliding 24-hour
+// action budget keeps a reserve for emergencies; policy lives in the spec
+// and is never rewritten, state lives in the status.
 //
 // The model is the RFC "Convergent Dynamic Storage Management" (CloudNativePG,
 // fork jmealo/cloudnative-pg, docs/src/design/dynamic-storage-meta-rfc.md).

@@ -1,9 +1,9 @@
-// Package testbed starts, on loopback, everything a certification run
-// needs: an embedded fakeiaas (HTTP API, registry, metadata service,
-// oracle, fault rules) whose VM hooks boot the reference agent in-process
-// on each VM root, an embedded NATS server for the mbus, and an SSH/SFTP
-// server onto the VM roots with a generated client key. It writes the
-// cpi.json files for the reference CPI (docs/seams.md), one per setup
+// Package testbed starts, on loopback, everything a CPI certification run
+// needs. That is an embedded fakeiaas (HTTP API, registry, metadata service,
+// oracle, fault rules) whose VM hooks boot the reference agent in-process on
+// each VM root, an embedded NATS server for the mbus, and an SSH/SFTP server
+// onto the VM roots with a generated client key. It writes the cpi.json
+// files for the reference CPI (docs/seams.md), one per setup
 // (debug.cpi.api_version, with or without a registry), and the stemcell
 // images of api_version 1 and 2.
 //

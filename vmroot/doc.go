@@ -1,6 +1,6 @@
 // Package vmroot does file operations inside a VM root directory that stay
-// inside it, whatever has been done to the tree under it (by an SFTP user,
-// say): no operation ever follows a symlink out of the root, and the
+// inside it. Whatever has been done to the tree under it (by an SFTP user,
+// say), no operation ever follows a symlink out of the root, and the
 // operations on the agent's and the fake cloud's own files follow no symlink
 // at all.
 //

@@ -1,4 +1,4 @@
-// Package boothook boots reference agents on fakeiaas VMs: it adapts
+// Package boothook boots reference agents on fakeiaas VMs. It adapts
 // fakeiaas.VMHooks to an agent.Fleet, so that every VM the fake cloud
 // creates, reboots or restarts on attach gets its agent, and every VM it
 // halts or deletes loses it.

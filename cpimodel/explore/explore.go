@@ -1,7 +1,7 @@
-// Package explore runs lifecycles of CPI calls (random ones, drawn with
-// pgregory.net/rapid, or a replay file's) against a CPI, checking the
-// contract's model (package cpimodel) over the whole cloud after every
-// step.
+// Package explore runs random or replayed lifecycles of CPI calls and checks
+// the contract's model after every step. Random lifecycles are drawn with
+// pgregory.net/rapid, replays come from a replay file, and the model
+// (package cpimodel) is checked over the whole cloud after each call.
 package explore
 
 import (

@@ -1,8 +1,9 @@
-// Package lab wires a director to a whole fake world: fakeiaas with the
-// reference CPI (in process, through a cpiv2.Loopback with a Director caller
-// profile), a reference agent booted on every VM, and an mbus between the
-// director and the agents. Tests, benchmarks, the simulator and
-// `cpilab director` use it, so that each of them runs the real pieces.
+// Package lab wires a director to a whole fake world, in process. The world
+// is fakeiaas with the reference CPI (in process, through a cpiv2.Loopback
+// with a Director caller profile), a reference agent booted on every VM, and
+// an mbus between the director and the agents. Tests, benchmarks, the
+// simulator and `cpilab director` use it, so that each of them runs the real
+// pieces.
 //
 //	l, err := lab.New(lab.Config{DataDir: dir})
 //	if err != nil { … }

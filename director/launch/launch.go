@@ -1,8 +1,9 @@
-// Package launch runs a complete reference Director for `cpilab director`:
-// the HTTP API (TLS on loopback, token auth) over a director with a SQLite
-// store, an mbus (an embedded NATS server unless a URL is given), and
-// fakeiaas with the reference CPI (in process, or the fakeiaas-cpi
-// executable), with a reference agent booted on every VM.
+// Package launch runs a complete reference Director for `cpilab director`,
+// served over the network. It serves the HTTP API (TLS on loopback, token
+// auth) over a director with a SQLite store, an mbus (an embedded NATS
+// server unless a URL is given), and fakeiaas with the reference CPI (in
+// process, or the fakeiaas-cpi executable), with a reference agent booted on
+// every VM.
 //
 //	err := launch.Run(ctx, launch.Config{DataDir: dir, Out: os.Stdout})
 //

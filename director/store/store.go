@@ -1,7 +1,7 @@
-// Package store is the director's persistent state behind a small
-// interface: a transactional store of JSON records grouped by kind, with
-// SQLite (embedded, durable, the default) and memory (the simulator and fast
-// tests) implementations.
+// Package store is the director's persistent state: a transactional store of
+// JSON records grouped by kind. SQLite (embedded, durable, the default) and
+// memory (the simulator and fast tests) implement it behind a small
+// interface.
 //
 // Records are keyed strings within a kind. Every Update is atomic: either all
 // of its writes are applied or none are. Insert refuses an existing key, which

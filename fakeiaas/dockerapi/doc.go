@@ -1,9 +1,9 @@
-// Package dockerapi is a Docker Engine API face of fakeiaas: the subset of
-// the Docker API the BOSH Docker CPI (cloudfoundry/bosh-docker-cpi-release)
-// uses, served on a unix socket over the same engine, store, VM roots,
-// history, fault rules and oracle as fakeiaas's native API. It lets that
-// real, upstream CPI run on the fake cloud with every step checked by the
-// oracle.
+// Package dockerapi is a Docker Engine API face of fakeiaas. It serves the
+// subset of the Docker API the BOSH Docker CPI
+// (cloudfoundry/bosh-docker-cpi-release) uses, on a unix socket, over the
+// same engine, store, VM roots, history, fault rules and oracle as
+// fakeiaas's native API. It lets that real, upstream CPI run on the fake
+// cloud with every step checked by the oracle.
 //
 // The mapping (docs/docker.md has the details and the list of endpoints):
 //

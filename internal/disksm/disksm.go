@@ -1,6 +1,6 @@
 // Package disksm is the sequential model of the dynamic disks API and the
-// rapid generator of its calls, shared by the state-machine tests of the
-// disk jobs: the director's in-process one and cmd/cpilab's one across
+// rapid generator of its calls. The state-machine tests of the disk jobs
+// share it: the director's in-process one and cmd/cpilab's one across
 // processes on PostgreSQL. Both draw calls from OpGen and judge each round
 // of concurrent calls with Linearizable.
 //

@@ -1,8 +1,8 @@
-// Package strictjson is cpilab's one JSON policy for input it did not
-// write: a CPI's stdout, Director API bodies, fakeiaas API bodies, the
-// Docker face, FlexVolume options and config, merge reports, scenario
-// files and CPI configs are all read through it. It refuses what a
-// lenient reader would silently reinterpret:
+// Package strictjson is cpilab's one JSON policy for input it did not write.
+// A CPI's stdout, Director API bodies, fakeiaas API bodies, the Docker face,
+// FlexVolume options and config, merge reports, scenario files and CPI
+// configs are all read through it. It refuses what a lenient reader would
+// silently reinterpret:
 //
 //   - an object holding the same key twice, at any depth (encoding/json,
 //     like Ruby's JSON.parse, keeps the last: `"verdict":"fail",

@@ -1,7 +1,7 @@
-// Package faults holds the simulator's faults as values: a Fault
-// names what happens (Kind) and at which operation of its seam (At), prints
-// as one line of text and parses back, so a run's fault schedule can be
-// logged, replayed and shrunk.
+// Package faults holds the simulator's faults as values that print as one
+// line and parse back. A Fault names what happens (Kind) and at which
+// operation of its seam (At), so a run's fault schedule can be logged,
+// replayed and shrunk.
 //
 // A run draws its faults from the seed under a Spec, the --faults flag:
 //

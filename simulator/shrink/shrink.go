@@ -1,6 +1,7 @@
-// Package shrink reduces a failing input, a list of workload operations or
-// a fault schedule, to a minimal one that still fails, by delta debugging
-// (Zeller's ddmin, removing chunks of halving size down to single items).
+// Package shrink reduces a failing input to a minimal one that still fails,
+// by delta debugging. The input is a list of workload operations or a fault
+// schedule; the algorithm is Zeller's ddmin, removing chunks of halving size
+// down to single items.
 //
 // A failing simulation replays with a scripted fault schedule; shrinking
 // asks, for each candidate schedule, whether the run still fails:

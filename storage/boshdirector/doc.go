@@ -1,7 +1,7 @@
 // Package boshdirector connects the storage controller to a real Director
-// and its agents: Director (storage.Director over the Director's HTTP API,
-// with cpilab's resize extension), Usage (storage.UsageSource over the
-// agents' dynamic_disk_usage through the mbus), FileStore (a
+// and its agents. It holds Director (storage.Director over the Director's
+// HTTP API, with cpilab's resize extension), Usage (storage.UsageSource over
+// the agents' dynamic_disk_usage through the mbus), FileStore (a
 // storage.StatusStore in one JSON file, written atomically) and LoadVolumes
 // (the volumes and their policies, from YAML).
 //

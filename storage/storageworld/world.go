@@ -1,10 +1,10 @@
 // Package storageworld runs the storage controller end to end in the
-// deterministic world: the reference Director (its HTTP API served in
-// process, resize extension included), the reference agents on every VM
-// (their dynamic_disk_usage reports), the fake cloud with the reference CPI,
-// all on one runtime (simrt in tests, so the same seed gives the same run),
-// and the controller on top through package boshdirector, as `cpilab storage
-// run` wires it over the network.
+// deterministic world. The world is the reference Director (its HTTP API
+// served in process, resize extension included), the reference agents on
+// every VM (their dynamic_disk_usage reports) and the fake cloud with the
+// reference CPI, all on one runtime (simrt in tests, so the same seed gives
+// the same run), with the controller on top through package boshdirector, as
+// `cpilab storage run` wires it over the network.
 //
 //	simrt.Run(simrt.Config{Seed: 1}, func(s *simrt.Sim) {
 //		w, err := storageworld.New(storageworld.Config{Runtime: s, DataDir: dir, Fixtures: "fixtures/director"})

@@ -1,9 +1,9 @@
-// Package dynamicdisks is cpilab's Ginkgo v2 suite that certifies the
-// dynamic disks API of a running BOSH Director (the dynamic disks RFC as
-// upstream implements it, and the races of docs/upstream.md), over HTTPS,
-// through the API alone: it knows a director by its URL, CA certificate and
-// two sets of credentials, so the same suite runs against the reference
-// director, `cpilab director`, or another director.
+// Package dynamicdisks is cpilab's Ginkgo v2 suite for the dynamic disks API
+// of a running BOSH Director. It checks the dynamic disks RFC as upstream
+// implements it, and the races of docs/upstream.md, over HTTPS, through the
+// API alone: it knows a director by its URL, CA certificate and two sets of
+// credentials, so the same suite runs against the reference director,
+// `cpilab director`, or another director.
 //
 // It is a library with a thin binary (STYLE 1): the specs are registered
 // once and run under go test (Test), inside someone else's Ginkgo tree

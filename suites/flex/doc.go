@@ -1,7 +1,7 @@
-// Package flex certifies Kubernetes FlexVolume drivers: it installs a
-// driver on the nodes of a BOSH world (an embedded reference Director,
-// agents and the fake cloud, StartEnv) and calls it as kubelet and the
-// attach/detach controller do, checking the clauses of the FlexVolume
+// Package flex certifies Kubernetes FlexVolume drivers against a BOSH world.
+// It installs a driver on the nodes of the world (an embedded reference
+// Director, agents and the fake cloud, StartEnv) and calls it as kubelet and
+// the attach/detach controller do, checking the clauses of the FlexVolume
 // section of docs/contracts.md against the fake cloud's oracle.
 //
 // As a Ginkgo suite (what `cpilab certify-flex` runs):

@@ -1,10 +1,10 @@
-// Package upstreamfixture serves the dynamic disks API of a BOSH Director
-// exactly as upstream answers it, from an in-memory model of its controller
-// and jobs (cloudfoundry/bosh @96f9135: api/controllers/
+// Package upstreamfixture serves the dynamic disks API exactly as upstream's
+// Director answers it. It answers from an in-memory model of upstream's
+// controller and jobs (cloudfoundry/bosh @96f9135: api/controllers/
 // dynamic_disks_controller.rb, jobs/dynamic_disks/*.rb,
-// permission_authorizer.rb, validation_helper.rb, tasks_controller.rb).
-// It exists to check that cpilab's director client and the dynamic disks
-// suite work against a real Director, not only against cpilab's own:
+// permission_authorizer.rb, validation_helper.rb, tasks_controller.rb). It
+// exists to check that cpilab's director client and the dynamic disks suite
+// work against a real Director, not only against cpilab's own:
 //
 //   - bearer tokens map to scopes; no or an unknown token answers 401
 //     "Not authorized: '<path>'\n"; a missing scope answers 401
