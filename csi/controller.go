@@ -153,6 +153,24 @@ func (d *Driver) find(ctx context.Context, name string) (*director.DiskInfo, err
 	return nil, nil
 }
 
+// lockedDisk takes the volume's lock and a task deadline and finds the
+// dynamic disk of that name (nil: none), the preamble of every call that
+// changes a volume. The caller runs done when it has finished.
+func (d *Driver) lockedDisk(ctx context.Context, id string) (_ context.Context, _ *director.DiskInfo, done func(), _ error) {
+	unlock, err := d.lock(ctx, id)
+	if err != nil {
+		return nil, nil, nil, status.FromContextError(err).Err()
+	}
+	ctx, cancel := d.taskCtx(ctx)
+	done = func() { cancel(); unlock() }
+	di, err := d.find(ctx, id)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return ctx, di, done, nil
+}
+
 // onInstance reports whether the disk is attached to instance id (the
 // list names instances "group/id").
 func onInstance(di *director.DiskInfo, id string) bool {
@@ -249,17 +267,11 @@ func (d *Driver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	if id == "" {
 		return nil, invalid("DeleteVolume: volume_id is required")
 	}
-	unlock, err := d.lock(ctx, id)
-	if err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
-	defer unlock()
-	ctx, cancel := d.taskCtx(ctx)
-	defer cancel()
-	di, err := d.find(ctx, id)
+	ctx, di, done, err := d.lockedDisk(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	if di == nil {
 		if d.bugs.DeleteMissingNotFound {
 			return nil, status.Errorf(codes.NotFound, "DeleteVolume %s: no such disk", id)
@@ -300,17 +312,11 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 	if msg := unsupportedCap(req.GetVolumeCapability()); msg != "" {
 		return nil, invalid("ControllerPublishVolume %s: %s", id, msg)
 	}
-	unlock, err := d.lock(ctx, id)
-	if err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
-	defer unlock()
-	ctx, cancel := d.taskCtx(ctx)
-	defer cancel()
-	di, err := d.find(ctx, id)
+	ctx, di, done, err := d.lockedDisk(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	if di == nil {
 		if d.bugs.NotFoundAsInternal {
 			return nil, status.Errorf(codes.Internal, "ControllerPublishVolume %s: failed", id)
@@ -342,17 +348,11 @@ func (d *Driver) ControllerUnpublishVolume(ctx context.Context, req *csi.Control
 	if id == "" {
 		return nil, invalid("ControllerUnpublishVolume: volume_id is required")
 	}
-	unlock, err := d.lock(ctx, id)
-	if err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
-	defer unlock()
-	ctx, cancel := d.taskCtx(ctx)
-	defer cancel()
-	di, err := d.find(ctx, id)
+	ctx, di, done, err := d.lockedDisk(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	if di == nil || !attached(di) || (node != "" && !onInstance(di, node)) || d.bugs.UnpublishKeepsAttached {
 		return &csi.ControllerUnpublishVolumeResponse{}, nil
 	}
@@ -470,17 +470,11 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := d.lock(ctx, id)
-	if err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
-	defer unlock()
-	ctx, cancel := d.taskCtx(ctx)
-	defer cancel()
-	di, err := d.find(ctx, id)
+	ctx, di, done, err := d.lockedDisk(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	if di == nil {
 		return nil, status.Errorf(codes.NotFound, "ControllerExpandVolume: volume %s does not exist", id)
 	}
