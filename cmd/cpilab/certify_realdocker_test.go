@@ -1,53 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cpilab/cpilab/internal/dockertest"
+
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
 )
 
-// realDockerHost starts a private Docker daemon with scripts/dockerd.sh
-// (installing docker.io when missing), or uses CPILAB_REAL_DOCKER_HOST; it
-// skips the test, saying why, when neither can be had.
-func realDockerHost(t *testing.T) string {
-	t.Helper()
-	if h := os.Getenv("CPILAB_REAL_DOCKER_HOST"); h != "" {
-		return h
-	}
-	if testing.Short() {
-		t.Skip("-short: not starting a real Docker daemon (scripts/dockerd.sh)")
-	}
-	dir, err := os.MkdirTemp("", "cpilab-dockerd-") // short: a socket path has 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dockerd.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("scripts/dockerd.sh stop: %v: %s", err, out)
-		}
-	})
-	var stderr bytes.Buffer
-	cmd := exec.Command(script, "start", dir)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Skipf("no real Docker daemon: scripts/dockerd.sh start failed (%v): %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(string(out))
-}
+// realDockerHost is a real Docker daemon for the test (internal/dockertest).
+func realDockerHost(t *testing.T) string { return dockertest.Host(t) }
 
 // realDockerRows are the rows the comparison certifies: a whole contract
 // row and a reference-table row (the whole suite takes minutes on a real

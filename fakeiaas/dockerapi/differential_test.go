@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cpilab/cpilab/internal/dockertest"
+
 	"github.com/moby/moby/api/pkg/stdcopy"
 
 	"github.com/cpilab/cpilab/fakeiaas"
@@ -424,47 +426,9 @@ func tarMembers(b []byte) string {
 	}
 }
 
-// realDocker starts a private Docker daemon with scripts/dockerd.sh (which
-// installs docker.io when it is missing), or uses CPILAB_REAL_DOCKER_HOST;
-// it skips the test, saying why, when neither can be had.
-func realDocker(t *testing.T) string {
-	t.Helper()
-	if h := os.Getenv("CPILAB_REAL_DOCKER_HOST"); h != "" {
-		sock, ok := strings.CutPrefix(h, "unix://")
-		if !ok {
-			t.Fatalf("CPILAB_REAL_DOCKER_HOST=%q: want unix:///path", h)
-		}
-		return sock
-	}
-	if testing.Short() {
-		t.Skip("-short: not starting a real Docker daemon (scripts/dockerd.sh)")
-	}
-	dir, err := os.MkdirTemp("", "cpilab-dockerd-") // short: a socket path has 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dockerd.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("scripts/dockerd.sh stop: %v: %s", err, out)
-		}
-	})
-	var stderr bytes.Buffer
-	cmd := exec.Command(script, "start", dir)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Skipf("no real Docker daemon: scripts/dockerd.sh start failed (%v): %s", err, strings.TrimSpace(stderr.String()))
-	}
-	sock, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "unix://")
-	if !ok {
-		t.Fatalf("scripts/dockerd.sh start printed %q, want unix:///path", out)
-	}
-	return sock
-}
+// realDocker is the socket of a real Docker daemon for the test
+// (internal/dockertest).
+func realDocker(t *testing.T) string { return dockertest.Socket(t) }
 
 // rootfsTar is a tiny root file system for the containers: bash, sleep,
 // tar and chgrp of this machine with the shared libraries they load, and
