@@ -14,6 +14,9 @@
 //	// bin/fakeiaas-cpi -configPath path < request.json
 //	cfg, err := tb.SuiteConfig([]string{"bin/fakeiaas-cpi"}) // for package suites
 //
+// testbed is the process-per-part world; director/lab is the in-process one
+// (docs/seams.md, "Worlds", says which to use when).
+//
 // Agents boot through agent/boothook: a VM's agent starts with create_vm and keeps trying to
 // read its settings until AgentBootTimeout, because a v1 CPI writes the
 // registry only after create_vm returned the VM CID. Close halts every

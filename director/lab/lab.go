@@ -3,7 +3,8 @@
 // with a Director caller profile), a reference agent booted on every VM, and
 // an mbus between the director and the agents. Tests, benchmarks, the
 // simulator and `cpilab director` use it, so that each of them runs the real
-// pieces.
+// pieces. lab is the in-process world; testbed is the process-per-part one
+// (docs/seams.md, "Worlds", says which to use when).
 //
 //	l, err := lab.New(lab.Config{DataDir: dir})
 //	if err != nil { … }
