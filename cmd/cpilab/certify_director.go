@@ -47,6 +47,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.IntVar(&cfg.Explore.Steps, "explore-steps", 0, "the average number of requests of one lifecycle")
 	fs.Uint64Var(&cfg.Explore.Seed, "explore-seed", 0, "the seed of the first lifecycle (default 1); a failure's rapid.seed=N replays with --explore-seed N --explore-runs 1")
 	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
+	fs.DurationVar(&cfg.Timeouts.Task, "task-timeout", 60*time.Second, "how long one task may take, queued and running, before the spec fails naming the task")
 	boshAliases(fs)
 	var sel selection
 	sel.register(fs)

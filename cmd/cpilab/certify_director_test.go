@@ -141,7 +141,9 @@ func TestCertifyDirectorAcceptsAnUpstreamShapedDirector(t *testing.T) {
 // dynamic_disks workers, no disk-name lock, …) certify-director rejects,
 // naming the race.
 func TestCertifyDirectorRejectsTheUpstreamProfile(t *testing.T) {
-	code, out := certifyDirector(t, "--profile", "upstream")
+	// One provide shows it; a short task bound keeps the wait short (the
+	// upstream profile's tasks are never started).
+	code, out := certifyDirector(t, "--profile", "upstream", "--label-filter", "area:provide", "--task-timeout", "3s")
 	if code != 1 || !strings.Contains(out, "REJECTED: ") || !strings.Contains(out, "no worker") {
 		t.Fatalf("exit %d against the upstream profile; want 1, REJECTED and the dynamic_disks queue named:\n%s", code, out)
 	}
