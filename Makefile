@@ -34,12 +34,10 @@ test: build vet fmt
 
 # test-steps: the go test steps of make test, all on the one PostgreSQL
 # cluster make test starts (CPILAB_TEST_POSTGRES); run make test instead.
+# The unit step and the catalog run side by side (scripts/test-steps.sh).
 test-steps:
 	@./scripts/dockerd.sh probe
-	$(GO) test -count=1 -timeout 30m -skip '^TestCertifyCatalog$$' $(PKGS)
-	$(GO) test -count=1 -timeout 45m -run '^TestCertifyCatalog$$' ./cmd/cpilab/
-	$(GO) test -count=1 -race -short -timeout 20m $$($(GO) list $(RACE_PKGS) 2>/dev/null)
-	$(MAKE) fuzz FUZZTIME=3s
+	GO="$(GO)" PKGS="$(PKGS)" RACE_PKGS="$(RACE_PKGS)" FUZZTIME=3s ./scripts/test-steps.sh
 
 certify: build
 	$(BIN)/cpilab certify
