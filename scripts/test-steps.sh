@@ -3,7 +3,10 @@
 # first). The unit and suite tests and the CPI catalog run side by side: the
 # unit step ends on a long tail of one package (cmd/cpilab's certify runs,
 # one at a time) that leaves a core idle, which the catalog's certify runs
-# fill. Each line of their output is prefixed with its step; a step's
+# fill. The unit step runs four packages at a time (go test's default is
+# one per core): several suites mostly wait on a Director's tasks and agents
+# (the FlexVolume catalog uses a fifth of a core for three minutes) and
+# would hold a core's slot idle. Each line of their output is prefixed with its step; a step's
 # failure fails the whole run after both have ended. Then the race tests
 # (-short) and a short fuzz run, one after the other.
 set -uo pipefail
@@ -21,7 +24,7 @@ step() { # step NAME COMMAND...: runs the command, its output prefixed with [NAM
 }
 
 start=$SECONDS
-step unit "$GO" test -count=1 -timeout 30m -skip '^TestCertifyCatalog$' $PKGS &
+step unit "$GO" test -p 4 -count=1 -timeout 30m -skip '^TestCertifyCatalog$' $PKGS &
 unit=$!
 step catalog "$GO" test -count=1 -timeout 45m -run '^TestCertifyCatalog$' ./cmd/cpilab/ &
 catalog=$!
