@@ -193,6 +193,10 @@ type SpecResult struct {
 	// own failure); Warnings what it bent in a way callers tolerate.
 	Violations []Violation `json:"violations"`
 	Warnings   []Warning   `json:"warnings"`
+	// Sequence is the shrunk random lifecycle a failed explore spec found
+	// (absent elsewhere): its steps, what the last broke, and the command
+	// that replays it alone.
+	Sequence *Sequence `json:"sequence,omitempty"`
 	// Reason is why the spec was not checked, or the failure message.
 	Reason string `json:"reason,omitempty"`
 	// Focus selects only this spec (certify --focus); Rerun is the command
@@ -261,6 +265,9 @@ type ReportRun struct {
 	Interrupted bool
 	// Rerun turns a focus regexp into a command line (nil: none).
 	Rerun func(focus string) string
+	// Replay turns a replay file of a shrunk random lifecycle into the
+	// command line that runs it alone (nil: none).
+	Replay func(file string) string
 	// LeftInCloud is what the embedded cloud still holds (nil: unknown).
 	LeftInCloud []string
 }
@@ -293,6 +300,9 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 			continue // Ginkgo's bookkeeping: suite set-up and reporters
 		}
 		s := specResult(r, sr, run.Rerun)
+		if s.Sequence != nil && s.Sequence.ReplayFile != "" && run.Replay != nil {
+			s.Sequence.Replay = run.Replay(s.Sequence.ReplayFile)
+		}
 		if s.ClauseTitle == "" {
 			s.ClauseTitle = run.ClauseTitles[s.Clause]
 		}
@@ -400,6 +410,11 @@ func specResult(r types.Report, sr types.SpecReport, rerun func(string) string) 
 			var w Warning
 			if entryValue(e, &w) == nil {
 				s.Warnings = append(s.Warnings, w)
+			}
+		case EntryExploreSequence:
+			var q Sequence
+			if entryValue(e, &q) == nil {
+				s.Sequence = &q
 			}
 		}
 	}
@@ -638,6 +653,9 @@ func (c *CertifyReport) WriteFailuresText(w io.Writer) {
 				continue
 			}
 			fmt.Fprintf(w, "  also broke: %s\n  %s\n", ClauseText(v.Clause), strings.ReplaceAll(v.Details(), "\n", "\n  "))
+		}
+		if s.Sequence != nil {
+			s.Sequence.writeText(w, "  ")
 		}
 		if s.Rerun != "" {
 			fmt.Fprintf(w, "  rerun only this spec: %s\n", s.Rerun)

@@ -154,6 +154,10 @@ func evidence(s SpecResult) string {
 		}
 		fmt.Fprintf(&b, "%s\n%s\n", ClauseText(v.Clause), v.Details())
 	}
+	if s.Sequence != nil {
+		b.WriteString("\n")
+		s.Sequence.writeText(&b, "")
+	}
 	if s.Rerun != "" {
 		fmt.Fprintf(&b, "\nrerun only this spec: %s\n", s.Rerun)
 	}

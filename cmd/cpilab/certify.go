@@ -301,7 +301,7 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	rep := suites.NewCertifyReport(report, suites.ReportRun{
 		Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit}, Target: c.target,
 		Command: append([]string{invokedAs()}, os.Args[1:]...), Notes: c.notes, Started: c.started, Duration: elapsed,
-		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, LeftInCloud: left, FailFast: f.failFast,
+		Strict: f.strict, Interrupted: interrupted, Rerun: cfg.RerunCommand, Replay: replayCommand(f, invokedAs()), LeftInCloud: left, FailFast: f.failFast,
 	})
 	c.writeText(rep, tb != nil)
 	if err := c.f.reports().write(rep, c.stdout); err != nil {
@@ -465,42 +465,61 @@ func invokedAs() string {
 // --focus.
 func rerunCommand(f certifyFlags, argv0 string) func(focus string) string {
 	return func(focus string) string {
-		parts := []string{shellWord(argv0), "certify"}
-		if f.cpi != "" {
-			p, err := filepath.Abs(f.cpi)
-			if err != nil {
-				p = f.cpi
-			}
-			parts = append(parts, "--cpi", shellWord(p))
-		}
-		if f.config != "" {
-			p, err := filepath.Abs(f.config)
-			if err != nil {
-				p = f.config
-			}
-			parts = append(parts, "--config", shellWord(p))
-		}
-		if f.set["call-timeout"] {
-			parts = append(parts, "--call-timeout", f.callTimeout.String())
-		}
-		if f.set["agent-timeout"] {
-			parts = append(parts, "--agent-timeout", f.agentTimeout.String())
-		}
-		if f.expectSwitch {
-			parts = append(parts, "--expect-version-switch")
-		}
-		if f.strict {
-			parts = append(parts, "--strict")
-		}
-		parts = append(parts, rerunCloud(f)...)
-		parts = append(parts, rerunExtra(f)...)
-		for _, g := range f.ginkgo {
-			if !ginkgoOutputOnly(g) {
-				parts = append(parts, shellWord(g))
-			}
-		}
-		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
+		return strings.Join(append(certifyShaping(f, argv0), "--focus", shellWord(focus)), " ")
 	}
+}
+
+// replayCommand returns the command line that runs a replay file of a
+// shrunk random lifecycle alone: the same cpilab and shaping flags as
+// rerunCommand, and --replay FILE.
+func replayCommand(f certifyFlags, argv0 string) func(file string) string {
+	return func(file string) string {
+		if p, err := filepath.Abs(file); err == nil {
+			file = p
+		}
+		return strings.Join(append(certifyShaping(f, argv0), "--replay", shellWord(file)), " ")
+	}
+}
+
+// certifyShaping is "cpilab certify" as the user ran it with every flag
+// of the run that changes what a spec does (not the selection, the
+// reports or the output).
+func certifyShaping(f certifyFlags, argv0 string) []string {
+	parts := []string{shellWord(argv0), "certify"}
+	if f.cpi != "" {
+		p, err := filepath.Abs(f.cpi)
+		if err != nil {
+			p = f.cpi
+		}
+		parts = append(parts, "--cpi", shellWord(p))
+	}
+	if f.config != "" {
+		p, err := filepath.Abs(f.config)
+		if err != nil {
+			p = f.config
+		}
+		parts = append(parts, "--config", shellWord(p))
+	}
+	if f.set["call-timeout"] {
+		parts = append(parts, "--call-timeout", f.callTimeout.String())
+	}
+	if f.set["agent-timeout"] {
+		parts = append(parts, "--agent-timeout", f.agentTimeout.String())
+	}
+	if f.expectSwitch {
+		parts = append(parts, "--expect-version-switch")
+	}
+	if f.strict {
+		parts = append(parts, "--strict")
+	}
+	parts = append(parts, rerunCloud(f)...)
+	parts = append(parts, rerunExtra(f)...)
+	for _, g := range f.ginkgo {
+		if !ginkgoOutputOnly(g) {
+			parts = append(parts, shellWord(g))
+		}
+	}
+	return parts
 }
 
 // shellWord quotes s for a POSIX shell when it needs it.
