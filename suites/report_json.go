@@ -255,14 +255,17 @@ type ReportRun struct {
 	// the CPI contract does not have (nil: the CPI contract's only).
 	ClauseTitles map[string]string
 	// FailFast: the run stops at its first failure (--fail-fast).
-	FailFast    bool
-	Target      string
-	Command     []string
-	Notes       []string
-	Started     time.Time
-	Duration    time.Duration
-	Strict      bool
-	Interrupted bool
+	FailFast bool
+	Target   string
+	Command  []string
+	Notes    []string
+	Started  time.Time
+	Duration time.Duration
+	Strict   bool
+	// StrictNotChecked: under Strict, the report fails the specs that were
+	// not checked, for a suite whose specs do not fail them themselves.
+	StrictNotChecked bool
+	Interrupted      bool
 	// Rerun turns a focus regexp into a command line (nil: none).
 	Rerun func(focus string) string
 	// Replay turns a replay file of a shrunk random lifecycle into the
@@ -309,6 +312,9 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 		if s.Row == "" && sr.LeafNodeType == types.NodeTypeIt {
 			s.Row = run.Row
 		}
+		if run.StrictNotChecked {
+			strictFail(&s)
+		}
 		if s.State == StateInterrupted {
 			interrupted = true
 		}
@@ -319,6 +325,20 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 	c.decide(r, interrupted)
 	c.Partial = partial(r, run.FailFast, c.Counts.NotRun)
 	return c
+}
+
+// strictFail fails, under --strict, a spec that could not check its
+// clause, for a suite whose specs do not do it themselves (the CPI suites
+// fail them in the spec: Config.Strict); what does not apply ("not
+// applicable: …") or what another part handles ("handled: …") stays not
+// checked.
+func strictFail(s *SpecResult) {
+	if s.State != StateNotChecked || strings.HasPrefix(s.Reason, "not applicable") || strings.HasPrefix(s.Reason, "handled") ||
+		strings.HasPrefix(s.Reason, "Spec skipped because") { // Ginkgo's: an earlier spec of its ordered container failed
+		return
+	}
+	s.State = StateFailed
+	s.Violations = append(s.Violations, Violation{Clause: cmp.Or(s.Clause, HarnessClause), Did: s.Reason + " (strict mode counts what is not checked as failed)", ExitCode: -1})
 }
 
 // partial says why a run did not cover its whole suite ("" when it did).
