@@ -16,7 +16,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 
 	"github.com/cpilab/cpilab/certifier"
-	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/internal/shellword"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/testbed"
 )
@@ -226,7 +226,9 @@ func (c *certifyRun) run(ctx context.Context, opts suites.RunOptions, o certifie
 		// An interrupt, the run's time limit or --fail-fast stops specs
 		// (and the clean-up of the containers they were in) short: delete
 		// what they left.
-		c.sweep(cfg)
+		if note := suites.Sweep(cfg); note != "" {
+			c.notes = append(c.notes, note)
+		}
 	}
 	if inSuitesWorker() {
 		// A worker process of suites.Run: its share's report went to the
@@ -251,39 +253,6 @@ func (c *certifyRun) run(ctx context.Context, opts suites.RunOptions, o certifie
 	}
 	res.Notes = c.notes
 	return res, nil
-}
-
-// sweep deletes, through the CPI, what an interrupted run left in the
-// embedded cloud: a call in flight when Ctrl-C came may create a VM or a
-// disk after its spec's clean-up has run. The note says what it deleted.
-func (c *certifyRun) sweep(cfg suites.Config) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.Timeouts.Call)
-	defer cancel()
-	inv, err := cfg.Oracle.Inventory(ctx)
-	if err != nil || len(inv.Stemcells)+len(inv.VMs)+len(inv.Disks)+len(inv.Snapshots) == 0 {
-		return
-	}
-	cl, _, err := suites.NewClient(ctx, cfg, cpiv2.ProfileDirectorCurrent, suites.Switch{})
-	if err != nil {
-		c.notes = append(c.notes, fmt.Sprintf("interrupted: could not clean up what calls in flight created (%v)", err))
-		return
-	}
-	tr := suites.NewTracker(cl)
-	var names []string
-	for _, g := range []struct {
-		kind suites.Kind
-		cids []string
-	}{{suites.KindStemcell, inv.Stemcells}, {suites.KindVM, inv.VMs}, {suites.KindDisk, inv.Disks}, {suites.KindSnapshot, inv.Snapshots}} {
-		for _, cid := range g.cids {
-			tr.Add(suites.Resource{Kind: g.kind, CID: cid})
-			names = append(names, string(g.kind)+" "+cid)
-		}
-	}
-	note := "stopped short: deleted through the CPI what the run left when an interrupt, its time limit or --fail-fast stopped it: " + strings.Join(names, ", ")
-	if err := tr.Cleanup(ctx); err != nil {
-		note += fmt.Sprintf(" (not all: %v)", err)
-	}
-	c.notes = append(c.notes, note)
 }
 
 func prefixed(kind string, cids []string) []string {
@@ -393,12 +362,7 @@ func certifyShaping(f certifyFlags, argv0 string) []string {
 }
 
 // shellWord quotes s for a POSIX shell when it needs it.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+func shellWord(s string) string { return shellword.Quote(s) }
 
 // inSuitesWorker reports whether this process is one of the worker
 // processes suites.Run starts by running the same certify command again
