@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,8 +97,23 @@ func TestCertifyCSIRejectsADriverThatKeepsDisksAttached(t *testing.T) {
 	}
 }
 
-// Flags that cannot work together are usage errors (exit 2).
+// Flags that cannot work together are usage errors (exit 2); --list
+// --json with a label filter and --skip lists the BOSH checks selected,
+// without starting anything.
 func TestCertifyCSIUsage(t *testing.T) {
+	code, out, errs := certifyCSI(t, "--list", "--json", "--label-filter", "!area:sanity", "--skip", `csi\.expand`)
+	var list struct {
+		Specs []struct{ Clause string }
+		Count int
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || list.Count == 0 || list.Count != len(list.Specs) {
+		t.Fatalf("--list --json --label-filter --skip: exit %d, %v:\n%s\n%s", code, err, out, errs)
+	}
+	for _, s := range list.Specs {
+		if !strings.HasPrefix(s.Clause, "csi.") || s.Clause == csisuite.ClauseSanity || s.Clause == csisuite.ClauseExpand {
+			t.Errorf("listed clause %q: want the BOSH checks but csi.expand", s.Clause)
+		}
+	}
 	for _, args := range [][]string{
 		{"--endpoint", "unix:///nowhere.sock", "--backend", "bosh"},
 		{"--node-endpoint", "unix:///nowhere.sock"},

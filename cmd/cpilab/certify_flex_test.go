@@ -141,6 +141,13 @@ func TestCertifyFlexRejectsAReformattingDriver(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "✘ flex.format.blank-only:") || !strings.Contains(out, "REJECTED: 1 failed, 0 passed") {
 		t.Fatalf("rerun %s: exit %d; want 1 and the same spec failed alone:\n%s\n%s", printed[0], code, out, errs)
 	}
+	// --fail-fast stops at that failure: the specs after it are not run,
+	// and the verdict says PARTIAL.
+	code, out, errs = runCmd(t, exec.Command(cpilab, "certify-flex", "--driver", drv, "--fail-fast"))
+	if code != 1 || !strings.Contains(out, "not run: the run stopped before they started") ||
+		!strings.Contains(lastLine(out), "(PARTIAL: --fail-fast stopped it with ") {
+		t.Fatalf("--fail-fast: exit %d; want 1, specs not run and PARTIAL:\n%s\n%s", code, out, errs)
+	}
 }
 
 // Expansion: a driver that does not declare it is accepted with the check
