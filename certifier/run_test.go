@@ -116,7 +116,7 @@ func TestRunRejectedShowsTheFailureAndPassesTheSelection(t *testing.T) {
 	if got.LabelFilter != "area:one" || len(got.Focus) != 1 || len(got.Skip) != 1 || !got.FailFast || !got.Verbose || got.Output == nil {
 		t.Errorf("options %+v", *got)
 	}
-	for _, want := range []string{"Failures (1):", "✘ fake suite b", "broke: fake.clause", "it broke", "rerun only this spec: cpilab certify-fake --focus "} {
+	for _, want := range []string{"Failures (1):", "✘ fake suite b", "broke: fake.clause", "the fake did instead: it broke", "rerun only this spec: cpilab certify-fake --focus "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}

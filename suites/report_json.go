@@ -675,10 +675,10 @@ func (c *CertifyReport) WriteFailuresText(w io.Writer) {
 		fmt.Fprintf(w, "✘ %s\n", s.Name)
 		for i, v := range s.Violations {
 			if i == 0 {
-				fmt.Fprintf(w, "  broke: %s\n%s\n", ClauseText(v.Clause), v.Details())
+				fmt.Fprintf(w, "  broke: %s\n%s\n", ClauseText(v.Clause), v.DetailsOf(c.TargetKind))
 				continue
 			}
-			fmt.Fprintf(w, "  also broke: %s\n  %s\n", ClauseText(v.Clause), strings.ReplaceAll(v.Details(), "\n", "\n  "))
+			fmt.Fprintf(w, "  also broke: %s\n  %s\n", ClauseText(v.Clause), strings.ReplaceAll(v.DetailsOf(c.TargetKind), "\n", "\n  "))
 		}
 		if s.Sequence != nil {
 			s.Sequence.writeText(w, "  ")
