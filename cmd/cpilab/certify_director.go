@@ -29,6 +29,8 @@ type certifyDirectorFlags struct {
 	cfg                                                                 dynamicdisks.Config
 	caFile, instances, profile, usersFile, cloud, cloudSSH, cloudSSHKey string
 	explore                                                             bool
+	// rerun builds a failure's rerun command.
+	rerun func(focus string) string
 }
 
 func (f *certifyDirectorFlags) register(fs *flag.FlagSet) {
@@ -71,6 +73,7 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 			return err
 		}
 	}
+	f.rerun = directorRerunCommand(fs, invokedAs())
 	return runCertifier(ctx, fs, &f.common, certifier.Certifier{Name: "certify-director", TargetKind: "Director",
 		Areas: dynamicdisks.Areas, Row: "dynamic-disks", List: dynamicdisks.List, Run: f.run}, stdout, stderr)
 }
@@ -149,7 +152,7 @@ func (f *certifyDirectorFlags) run(ctx context.Context, opts suites.RunOptions, 
 	if err != nil {
 		return nil, err
 	}
-	res := &certifier.Result{Report: report, Target: cfg.URL}
+	res := &certifier.Result{Report: report, Target: cfg.URL, Rerun: f.rerun}
 	if sum := dynamicdisks.Summarize(report); sum.HarnessOnly() {
 		// No answer from the director, even on retries: a harness error,
 		// never a verdict on the director.
@@ -241,4 +244,54 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded director: %w", err)
 	}
+}
+
+// directorShaping are certify-director's flags that change what a spec
+// does, in the order a rerun command gives them; directorPaths name local
+// files (made absolute in a rerun), directorSecrets credentials (never
+// printed: a rerun reads them from the environment variable named).
+var (
+	directorShaping = []string{"url", "ca-cert", "insecure", "admin-user", "admin-password", "admin-token", "disk-user", "disk-password",
+		"disk-token", "users", "deployment", "instances", "disk-pool", "stemcell", "cloud", "cloud-ssh", "cloud-ssh-key",
+		"explore", "explore-runs", "explore-steps", "explore-seed", "profile", "strict"}
+	directorPaths   = map[string]bool{"ca-cert": true, "users": true, "cloud-ssh-key": true}
+	directorSecrets = map[string]string{"admin-password": "CPILAB_ADMIN_PASSWORD", "admin-token": "CPILAB_ADMIN_TOKEN",
+		"disk-password": "CPILAB_DISK_PASSWORD", "disk-token": "CPILAB_DISK_TOKEN"}
+)
+
+// directorRerunCommand returns the command line that reruns one spec: the
+// cpilab the user ran (argv0), every flag of fs that shaped the run (given
+// or from a BOSH_* variable), and --focus. A credential is never printed:
+// the command reads it from $CPILAB_ADMIN_PASSWORD (and the like), which
+// it asks for when unset; a run on the embedded director needs none.
+func directorRerunCommand(fs *flag.FlagSet, argv0 string) func(focus string) string {
+	set := map[string]string{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = fl.Value.String() })
+	return func(focus string) string {
+		parts := []string{shellWord(argv0), "certify-director"}
+		for _, name := range directorShaping {
+			v, ok := set[name]
+			switch {
+			case !ok:
+				continue
+			case v == "true" && isBoolFlag(fs.Lookup(name)):
+				parts = append(parts, "--"+name)
+				continue
+			case directorSecrets[name] != "":
+				env := directorSecrets[name]
+				parts = append(parts, "--"+name, `"${`+env+`:?set `+env+` to the --`+name+` of the run}"`)
+				continue
+			case directorPaths[name] && !strings.HasPrefix(strings.TrimSpace(v), "-----BEGIN"):
+				v = absPath(v)
+			}
+			parts = append(parts, "--"+name, shellWord(v))
+		}
+		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
+	}
+}
+
+// isBoolFlag reports whether f is a boolean flag.
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
