@@ -4,7 +4,8 @@ package shellword
 import "strings"
 
 // Quote is s as one shell word: as it is when every character is safe
-// unquoted, else in single quotes (a single quote inside as '\'').
+// unquoted, else in single quotes (a single quote inside closes the
+// quotes, is escaped with a backslash, and reopens them).
 func Quote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
 		return s
