@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cpilab/cpilab/internal/shellword"
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/simulator/faults"
 )
@@ -242,27 +243,7 @@ var Program = "cpilab"
 // trace file: cpilab replay FILE.
 func ReplayCommand(file string) string { return shellCommand([]string{Program, "replay", file}) }
 
-func shellCommand(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = shellQuote(a)
-	}
-	return strings.Join(q, " ")
-}
-
-func shellQuote(s string) string {
-	safe := s != ""
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+,=", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+func shellCommand(args []string) string { return shellword.Join(args) }
 
 // intFlag is an int flag that refuses values below min: `--steps 0` must
 // not quietly mean the default.

@@ -148,29 +148,32 @@ func (st *state) explore(ctx SpecContext) {
 	if file == "" {
 		file = filepath.Join(os.TempDir(), fmt.Sprintf("%s-replay-%d.json", st.cfg.RunID, f.Seed))
 	}
-	saved := "written to " + file
+	unsaved := ""
 	if err := os.WriteFile(file, append(mustJSON(f.Replay()), '\n'), 0o644); err != nil {
-		saved = fmt.Sprintf("could not be written (%v)", err)
+		unsaved = fmt.Sprintf("; its replay file could not be written (%v)", err)
+		file = ""
 	}
-	AddReportEntry(EntryExploreSteps, f.Steps, ReportEntryVisibilityNever)
+	seq := sequenceOf(f, file)
+	AddReportEntry(EntryExploreSequence, seq, ReportEntryVisibilityNever)
 	clause := f.Violation.Clause
-	did := fmt.Sprintf("%s: a lifecycle broke the model; shrunk to %d steps (replay %s; cpilab certify --replay FILE runs it alone):\n%s",
-		what, len(f.Steps), saved, f.Explain())
+	did := fmt.Sprintf("%s: a lifecycle broke the model; shrunk to %d %s (the shrunk sequence follows; cpilab certify --replay FILE runs it alone)%s",
+		what, len(f.Steps), plural(len(f.Steps), "step", "steps"), unsaved)
 	if f.Error != "" {
 		clause = ClauseRun
-		did = fmt.Sprintf("%s: a lifecycle could not be run:\n%s", what, f.Explain())
+		did = fmt.Sprintf("%s: a lifecycle could not be run (the sequence that met it follows)%s", what, unsaved)
 	}
 	v := Violation{Clause: clause, Did: did, ExitCode: -1}
 	if n := len(f.Done); n > 0 {
 		last := f.Done[n-1]
 		v.Method, v.Request, v.Response = last.Step.Method, excerpt([]byte(last.Request)), excerpt([]byte(last.Response))
 	}
-	violate(v)
+	// The report shows the sequence from its entry; Ginkgo's own failure
+	// message (a go test embedding the suite) carries it as text.
+	AddReportEntry(ReportEntryViolation, v, ReportEntryVisibilityNever)
+	Fail(v.String() + "\n" + seq.sequenceText("  "))
 }
 
-// The report entries of the explore row: what was explored, and the
-// shrunk steps of a failure.
-const (
-	EntryExplore      = "explore"
-	EntryExploreSteps = "explore_steps"
-)
+// EntryExplore is the report entry of the explore row that says what was
+// explored (the seed and budget, or the replay); a failure's shrunk steps
+// are EntryExploreSequence.
+const EntryExplore = "explore"

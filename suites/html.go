@@ -86,8 +86,11 @@ Cells: ✔ passed · ✘ failed/total · – not checked (never a pass) · ! int
 {{if .Methods}}<br><small>methods called: {{range .Methods}}<code>{{.}}</code> {{end}}</small>{{end}}
 {{if eq .State "not-checked"}}<br><small>{{whyNotChecked .Reason}}</small>{{end}}
 {{range .Warnings}}<br><small>warning {{.Clause}}: {{.Text}}</small>{{end}}
-{{range .Violations}}<p>broke <strong>{{clauseOf .Clause}}</strong></p><p>the CPI did instead: {{.Did}}</p>
+{{range .Violations}}<p>broke <strong>{{clauseOf .Clause}}</strong></p><p>the {{$c.TargetKind}} did instead: {{.Did}}</p>
 {{if .Request}}<p>request:</p><pre>{{.Request}}</pre><p>response (exit status {{.ExitCode}}):</p><pre>{{.Response}}</pre>{{end}}{{if .Stderr}}<p>stderr:</p><pre>{{.Stderr}}</pre>{{end}}{{end}}
+{{with .Sequence}}<div class="sequence"><p>shrunk sequence ({{len .Steps}} steps), the last broke: <strong>{{.Broke}}</strong></p><ol class="steps">
+{{range .Steps}}<li><code>{{.Call}}</code>{{if .Concurrent}} ‖ <code>{{.Concurrent}}</code>{{end}}{{if .Response}}<br><small>→ <code>{{.Response}}</code></small>{{end}}</li>
+{{end}}</ol>{{if .Replay}}<p>replay it alone: <code>{{.Replay}}</code></p>{{else if .ReplayFile}}<p>replay file: <code>{{.ReplayFile}}</code></p>{{end}}</div>{{end}}
 {{if .Rerun}}<p>rerun: <code>{{.Rerun}}</code></p>{{end}}
 </li>{{end}}{{end}}</ul></section>
 {{end}}{{end}}

@@ -48,11 +48,11 @@ func ListTree(description string, register func(), opts RunOptions) ([]SpecInfo,
 
 // SpecInfos are the specs of a (dry) run's report that were selected,
 // each with its clause: the one its text starts with, else its "clause:"
-// label.
+// label. A pending spec (csi-sanity has one) never runs: it is not listed.
 func SpecInfos(r types.Report) []SpecInfo {
 	out := []SpecInfo{}
 	for _, sr := range r.SpecReports {
-		if sr.LeafNodeType != types.NodeTypeIt || !Ran(sr) {
+		if sr.LeafNodeType != types.NodeTypeIt || !Ran(sr) || sr.State == types.SpecStatePending {
 			continue
 		}
 		labels := slices.Clone(sr.Labels())

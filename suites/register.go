@@ -66,6 +66,10 @@ type RunOptions struct {
 	// Workers re-run the current program with its arguments, so a program
 	// calling Run must reach Run again the same way (cpilab certify does).
 	Workers int
+	// FailFast stops the run at the first failed spec; what the specs
+	// that ran created is still cleaned up (their AfterAll and
+	// DeferCleanup nodes run).
+	FailFast bool
 	// DryRun lists the specs without running anything (Ginkgo's dry run):
 	// every spec is reported as passed, with its labels.
 	DryRun bool
@@ -126,6 +130,7 @@ func RunTree(description string, register func(), opts RunOptions) (types.Report
 		suiteConfig.SkipStrings = opts.Skip
 	}
 	suiteConfig.DryRun = opts.DryRun
+	suiteConfig.FailFast = suiteConfig.FailFast || opts.FailFast
 	suiteConfig.Timeout = opts.Timeout
 	if suiteConfig.Timeout <= 0 {
 		suiteConfig.Timeout = time.Hour

@@ -193,6 +193,10 @@ type SpecResult struct {
 	// own failure); Warnings what it bent in a way callers tolerate.
 	Violations []Violation `json:"violations"`
 	Warnings   []Warning   `json:"warnings"`
+	// Sequence is the shrunk random lifecycle a failed explore spec found
+	// (absent elsewhere): its steps, what the last broke, and the command
+	// that replays it alone.
+	Sequence *Sequence `json:"sequence,omitempty"`
 	// Reason is why the spec was not checked, or the failure message.
 	Reason string `json:"reason,omitempty"`
 	// Focus selects only this spec (certify --focus); Rerun is the command
@@ -251,16 +255,22 @@ type ReportRun struct {
 	// the CPI contract does not have (nil: the CPI contract's only).
 	ClauseTitles map[string]string
 	// FailFast: the run stops at its first failure (--fail-fast).
-	FailFast    bool
-	Target      string
-	Command     []string
-	Notes       []string
-	Started     time.Time
-	Duration    time.Duration
-	Strict      bool
-	Interrupted bool
+	FailFast bool
+	Target   string
+	Command  []string
+	Notes    []string
+	Started  time.Time
+	Duration time.Duration
+	Strict   bool
+	// StrictNotChecked: under Strict, the report fails the specs that were
+	// not checked, for a suite whose specs do not fail them themselves.
+	StrictNotChecked bool
+	Interrupted      bool
 	// Rerun turns a focus regexp into a command line (nil: none).
 	Rerun func(focus string) string
+	// Replay turns a replay file of a shrunk random lifecycle into the
+	// command line that runs it alone (nil: none).
+	Replay func(file string) string
 	// LeftInCloud is what the embedded cloud still holds (nil: unknown).
 	LeftInCloud []string
 }
@@ -293,11 +303,17 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 			continue // Ginkgo's bookkeeping: suite set-up and reporters
 		}
 		s := specResult(r, sr, run.Rerun)
+		if s.Sequence != nil && s.Sequence.ReplayFile != "" && run.Replay != nil {
+			s.Sequence.Replay = run.Replay(s.Sequence.ReplayFile)
+		}
 		if s.ClauseTitle == "" {
 			s.ClauseTitle = run.ClauseTitles[s.Clause]
 		}
 		if s.Row == "" && sr.LeafNodeType == types.NodeTypeIt {
 			s.Row = run.Row
+		}
+		if run.StrictNotChecked {
+			strictFail(&s)
 		}
 		if s.State == StateInterrupted {
 			interrupted = true
@@ -311,10 +327,30 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 	return c
 }
 
+// strictFail fails, under --strict, a spec that could not check its
+// clause, for a suite whose specs do not do it themselves (the CPI suites
+// fail them in the spec: Config.Strict); what does not apply ("not
+// applicable: …") or what another part handles ("handled: …") stays not
+// checked.
+func strictFail(s *SpecResult) {
+	if s.State != StateNotChecked || strings.HasPrefix(s.Reason, "not applicable") || strings.HasPrefix(s.Reason, "handled") ||
+		strings.HasPrefix(s.Reason, "Spec skipped because") { // Ginkgo's: an earlier spec of its ordered container failed
+		return
+	}
+	s.State = StateFailed
+	s.Violations = append(s.Violations, Violation{Clause: cmp.Or(s.Clause, HarnessClause), Did: s.Reason + " (strict mode counts what is not checked as failed)", ExitCode: -1})
+}
+
 // partial says why a run did not cover its whole suite ("" when it did).
 func partial(r types.Report, failFast bool, notRun int) string {
 	var why []string
-	if n, total := r.PreRunStats.SpecsThatWillRun, r.PreRunStats.TotalSpecs; n < total {
+	pending := 0 // a pending spec never runs, whatever the filters (csi-sanity has one)
+	for _, sr := range r.SpecReports {
+		if sr.LeafNodeType == types.NodeTypeIt && sr.State == types.SpecStatePending {
+			pending++
+		}
+	}
+	if n, total := r.PreRunStats.SpecsThatWillRun, r.PreRunStats.TotalSpecs-pending; n < total {
 		why = append(why, fmt.Sprintf("a filter selected %d of %d specs", n, total))
 	}
 	if failFast && notRun > 0 {
@@ -400,6 +436,11 @@ func specResult(r types.Report, sr types.SpecReport, rerun func(string) string) 
 			var w Warning
 			if entryValue(e, &w) == nil {
 				s.Warnings = append(s.Warnings, w)
+			}
+		case EntryExploreSequence:
+			var q Sequence
+			if entryValue(e, &q) == nil {
+				s.Sequence = &q
 			}
 		}
 	}
@@ -634,10 +675,13 @@ func (c *CertifyReport) WriteFailuresText(w io.Writer) {
 		fmt.Fprintf(w, "✘ %s\n", s.Name)
 		for i, v := range s.Violations {
 			if i == 0 {
-				fmt.Fprintf(w, "  broke: %s\n%s\n", ClauseText(v.Clause), v.Details())
+				fmt.Fprintf(w, "  broke: %s\n%s\n", ClauseText(v.Clause), v.DetailsOf(c.TargetKind))
 				continue
 			}
-			fmt.Fprintf(w, "  also broke: %s\n  %s\n", ClauseText(v.Clause), strings.ReplaceAll(v.Details(), "\n", "\n  "))
+			fmt.Fprintf(w, "  also broke: %s\n  %s\n", ClauseText(v.Clause), strings.ReplaceAll(v.DetailsOf(c.TargetKind), "\n", "\n  "))
+		}
+		if s.Sequence != nil {
+			s.Sequence.writeText(w, "  ")
 		}
 		if s.Rerun != "" {
 			fmt.Fprintf(w, "  rerun only this spec: %s\n", s.Rerun)

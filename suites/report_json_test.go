@@ -327,3 +327,24 @@ func TestHTMLSaysNotCheckedOnce(t *testing.T) {
 		t.Errorf("not-checked reasons in the HTML:\n%s", b.String())
 	}
 }
+
+// A pending spec (csi-sanity has one) never runs, filter or not: a run
+// that selected everything else is not PARTIAL, and --list leaves it out.
+func TestPendingSpecIsNotAFilter(t *testing.T) {
+	r := sampleReport()
+	r.SpecReports = r.SpecReports[:4] // no filtered-out spec
+	r.SpecReports = append(r.SpecReports, spec("cli.api2", "errors", "a pending spec", types.SpecStatePending, "", nil))
+	r.PreRunStats.TotalSpecs, r.PreRunStats.SpecsThatWillRun = 5, 4
+	if c := NewCertifyReport(r, ReportRun{}); c.Partial != "" {
+		t.Errorf("partial %q: a pending spec is not a filter", c.Partial)
+	}
+	r.PreRunStats.SpecsThatWillRun = 3
+	if c := NewCertifyReport(r, ReportRun{}); !strings.Contains(c.Partial, "a filter selected 3 of 4 specs") {
+		t.Errorf("partial %q, want a filter selected 3 of 4", c.Partial)
+	}
+	for _, s := range SpecInfos(r) {
+		if s.Text == "CPI contract cli.api2 a pending spec" {
+			t.Error("--list lists a pending spec")
+		}
+	}
+}

@@ -2,6 +2,7 @@ package suites
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -35,9 +36,13 @@ func (v Violation) String() string {
 
 // Details is the violation without its clause: what the CPI did instead,
 // the request, the response and the tail of stderr, one item a line.
-func (v Violation) Details() string {
+func (v Violation) Details() string { return v.DetailsOf("CPI") }
+
+// DetailsOf is Details for a certifier whose target is a kind other than
+// a CPI ("FlexVolume driver", "Director"): "the <kind> did instead".
+func (v Violation) DetailsOf(kind string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  the CPI did instead: %s", v.Did)
+	fmt.Fprintf(&b, "  the %s did instead: %s", cmp.Or(kind, "CPI"), v.Did)
 	if v.Request != "" {
 		fmt.Fprintf(&b, "\n  request:  %s", v.Request)
 		fmt.Fprintf(&b, "\n  response: %s (exit status %d)", v.Response, v.ExitCode)

@@ -68,7 +68,7 @@ func (f *certifyFlags) checkCloud(fs *flag.FlagSet) error {
 			return usageError(fs, "%s breaks the face; --docker-host certifies against a real daemon", dockerDefectEnv)
 		}
 	}
-	if f.cloud == cloudDocker && f.cpi == "" && !f.list {
+	if f.cloud == cloudDocker && f.cpi == "" && !f.common.List {
 		return usageError(fs, "--cloud docker needs --cpi PATH: the BOSH Docker CPI binary (docs/docker.md says how to build it)")
 	}
 	return nil

@@ -3,19 +3,22 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
+	"github.com/onsi/ginkgo/v2/types"
+
+	"github.com/cpilab/cpilab/certifier"
 	"github.com/cpilab/cpilab/fixtures/csidrivers"
+	"github.com/cpilab/cpilab/internal/termsafe"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/suites/csisuite"
 	"github.com/cpilab/cpilab/suites/flex"
-	"github.com/onsi/ginkgo/v2/types"
 )
 
 func init() {
@@ -23,15 +26,9 @@ func init() {
 }
 
 type certifyCSIFlags struct {
+	common                                            certifier.Flags
 	endpoint, nodeEndpoint, nodeRoot, driver, backend string
 	catalog, params, world, serveWorld                string
-	labelFilter, focus                                string
-	junit, jsonReport, html                           string
-	verbose                                           bool
-}
-
-func (f certifyCSIFlags) reports() reportPaths {
-	return reportPaths{json: f.jsonReport, junit: f.junit, html: f.html}
 }
 
 func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,42 +43,17 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&f.driver, "driver", "", "a CSI driver executable taking bosh-csi's flags (--mode, --endpoint, --config, --log-file), started on the embedded world (default: bosh-csi next to cpilab or on PATH, else the one built into cpilab)")
 	fs.StringVar(&f.catalog, "catalog-driver", "", "certify a driver of the project's catalog of buggy and legal CSI drivers, by name (what the certifier is tested against)")
 	fs.StringVar(&f.backend, "backend", "", "bosh: the driver stores volumes as the director's dynamic disks (BOSH checks made; default without --endpoint, or with --world); none: csi-sanity only (default with --endpoint)")
-	fs.StringVar(&f.labelFilter, "label-filter", "", "run only specs matching this Ginkgo label filter (e.g. area:attach)")
-	fs.StringVar(&f.focus, "focus", "", "run only specs whose text matches this regexp")
-	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE`")
-	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE`")
-	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE`")
-	fs.BoolVar(&f.verbose, "v", false, "verbose Ginkgo output")
+	f.common.Register(fs, map[string]string{"label-filter": "run only the specs matching this Ginkgo label filter `EXPR` (e.g. area:attach)"})
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if f.backend == "" {
-		f.backend = csisuite.BackendBOSH
-		if f.endpoint != "" && f.world == "" {
-			f.backend = csisuite.BackendNone
-		}
-	}
-	switch {
-	case f.backend != csisuite.BackendBOSH && f.backend != csisuite.BackendNone:
-		return usageError(fs, "--backend must be %s or %s, not %q", csisuite.BackendBOSH, csisuite.BackendNone, f.backend)
-	case f.endpoint != "" && f.backend == csisuite.BackendBOSH && f.world == "":
-		return usageError(fs, "--endpoint with --backend bosh: the BOSH checks need the driver on certify-csi's embedded world: give its --world FILE (see --serve-world), or --driver PATH instead, or --backend none")
-	case f.world != "" && (f.endpoint == "" || f.backend != csisuite.BackendBOSH || f.nodeEndpoint == ""):
-		return usageError(fs, "--world needs --endpoint, --node-endpoint (one per node) and --backend bosh")
-	case f.endpoint == "" && (f.nodeEndpoint != "" || f.nodeRoot != "" || f.params != ""):
-		return usageError(fs, "--node-endpoint, --node-root and --params need --endpoint")
-	case f.endpoint != "" && (f.driver != "" || f.catalog != ""):
-		return usageError(fs, "--endpoint certifies a running driver: it excludes --driver and --catalog-driver")
-	case f.driver != "" && f.catalog != "":
-		return usageError(fs, "--driver and --catalog-driver exclude each other")
+	if err := f.check(fs); err != nil {
+		return err
 	}
 	if f.serveWorld != "" {
 		return serveCSIWorld(ctx, f.serveWorld, stdout)
 	}
-	if err := f.reports().check(fs); err != nil {
-		return err
-	}
-	rc := csisuite.RunConfig{Backend: f.backend, Endpoint: f.endpoint, NodeEndpoint: f.nodeEndpoint, NodeRoot: f.nodeRoot, World: f.world, EnvOut: stdout}
+	rc := csisuite.RunConfig{Backend: f.backend, Endpoint: f.endpoint, NodeEndpoint: f.nodeEndpoint, NodeRoot: f.nodeRoot, World: f.world}
 	if f.params != "" {
 		rc.Params = map[string]string{}
 		for _, kv := range strings.Split(f.params, ",") {
@@ -91,9 +63,6 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 			rc.Params[k] = v
 		}
-	}
-	if f.nodeRoot != "" && !filepath.IsAbs(f.nodeRoot) {
-		return usageError(fs, "--node-root %q must be an absolute path", f.nodeRoot)
 	}
 	target := f.endpoint
 	switch {
@@ -115,93 +84,80 @@ func runCertifyCSI(ctx context.Context, args []string, stdout, stderr io.Writer)
 			target = "bosh-csi (built into cpilab)"
 		}
 	}
-	opts := suites.RunOptions{LabelFilter: f.labelFilter, Output: stdout, Verbose: f.verbose}
-	if f.focus != "" {
-		opts.Focus = []string{f.focus}
-	}
-	prog := newProgress(stderr)
-	opts.Progress = prog.update
-	fmt.Fprintf(stdout, "certifying CSI driver %s (backend %s)\n", target, f.backend)
-	start := time.Now() // I/O edge: the run's wall time, for the report
-	report, err := csisuite.Run(ctx, rc, opts)
-	prog.done()
-	if err != nil {
-		return err
-	}
-	elapsed := time.Since(start).Round(time.Millisecond)
-	sum := suites.Summarize(report)
-	fails := suites.Failures(report, csiRerunCommand(f))
-	writeCSISpecs(stdout, report)
-	suites.WriteCounts(stdout, sum.Passed, sum.Failed, sum.Skipped, sum.NotChecked)
-	if len(fails) > 0 {
-		fmt.Fprintf(stdout, "\nFailures (%d):\n\n", len(fails))
-		for _, fl := range fails {
-			fl.WriteText(stdout)
-			fmt.Fprintln(stdout)
+	return runCertifier(ctx, fs, &f.common, certifier.Certifier{Name: "certify-csi", TargetKind: "CSI driver",
+		Areas: csisuite.Areas, ClauseTitles: csisuite.ClauseTitles,
+		List: func(opts suites.RunOptions) ([]suites.SpecInfo, error) {
+			return suites.ListTree(csisuite.Description, func() { csisuite.Register(&csisuite.RunConfig{Backend: f.backend}) }, opts)
+		},
+		Run: func(ctx context.Context, opts suites.RunOptions, o certifier.Output) (*certifier.Result, error) {
+			rc.EnvOut = o.Out
+			if o.Quiet {
+				rc.EnvOut = io.Discard
+			} else {
+				fmt.Fprintf(o.Out, "certifying CSI driver %s (backend %s)\n", target, f.backend)
+			}
+			report, err := csisuite.Run(ctx, rc, opts)
+			if err != nil {
+				return nil, err
+			}
+			return &certifier.Result{Report: report, Target: target, Body: writeCSISpecs,
+				Notes: []string{"CSI driver certification (csi-sanity, then BOSH checks), backend " + f.backend},
+				Rerun: csiRerunCommand(f, invokedAs())}, nil
+		}}, stdout, stderr)
+}
+
+// check settles --backend's default and refuses flags that cannot work
+// together, as usage errors.
+func (f *certifyCSIFlags) check(fs *flag.FlagSet) error {
+	if f.backend == "" {
+		f.backend = csisuite.BackendBOSH
+		if f.endpoint != "" && f.world == "" {
+			f.backend = csisuite.BackendNone
 		}
-	}
-	rep := suites.NewCertifyReport(report, suites.ReportRun{Target: target, Command: os.Args,
-		Notes: []string{"CSI driver certification (csi-sanity, then BOSH checks), backend " + f.backend}, Started: start, Duration: elapsed,
-		Rerun: csiRerunCommand(f)})
-	if err := f.reports().write(rep, stdout); err != nil {
-		return err
 	}
 	switch {
-	case len(fails) > 0 || sum.Failed > 0 || !report.SuiteSucceeded:
-		var clauses []string
-		for _, fl := range fails {
-			c, _, _ := strings.Cut(fl.Violation.Clause, ":")
-			clauses = append(clauses, c)
-		}
-		fmt.Fprintf(stdout, "REJECTED: %d failed (%s), %d passed, %d not checked (%s)\n", max(sum.Failed, len(fails)), strings.Join(dedup(clauses), ", "), sum.Passed, sum.Skipped, elapsed)
-		return exitError(1)
-	case sum.Passed == 0:
-		fmt.Fprintf(stdout, "NOTHING CHECKED: no spec ran and passed (%d not checked; check --label-filter/--focus) (%s)\n", sum.Skipped, elapsed)
-		return exitError(1)
+	case f.backend != csisuite.BackendBOSH && f.backend != csisuite.BackendNone:
+		return usageError(fs, "--backend must be %s or %s, not %q", csisuite.BackendBOSH, csisuite.BackendNone, f.backend)
+	case f.endpoint != "" && f.backend == csisuite.BackendBOSH && f.world == "":
+		return usageError(fs, "--endpoint with --backend bosh: the BOSH checks need the driver on certify-csi's embedded world: give its --world FILE (see --serve-world), or --driver PATH instead, or --backend none")
+	case f.world != "" && (f.endpoint == "" || f.backend != csisuite.BackendBOSH || f.nodeEndpoint == ""):
+		return usageError(fs, "--world needs --endpoint, --node-endpoint (one per node) and --backend bosh")
+	case f.endpoint == "" && (f.nodeEndpoint != "" || f.nodeRoot != "" || f.params != ""):
+		return usageError(fs, "--node-endpoint, --node-root and --params need --endpoint")
+	case f.endpoint != "" && (f.driver != "" || f.catalog != ""):
+		return usageError(fs, "--endpoint certifies a running driver: it excludes --driver and --catalog-driver")
+	case f.driver != "" && f.catalog != "":
+		return usageError(fs, "--driver and --catalog-driver exclude each other")
+	case f.nodeRoot != "" && !filepath.IsAbs(f.nodeRoot):
+		return usageError(fs, "--node-root %q must be an absolute path", f.nodeRoot)
 	}
-	fmt.Fprintf(stdout, "ACCEPTED: %d passed, %d not checked (%s)\n", sum.Passed, sum.Skipped, elapsed)
 	return nil
 }
 
-// writeCSISpecs lists each spec that ran with its mark: csi-sanity's by
-// their full text, the BOSH checks by clause.
-func writeCSISpecs(w io.Writer, r types.Report) {
+// writeCSISpecs lists each spec that ran with its mark, csi-sanity's by
+// their full text and the BOSH checks by clause, then the counts.
+func writeCSISpecs(w io.Writer, r types.Report, rep *suites.CertifyReport) {
+	tw := termsafe.NewWriter(w) // a driver's text shown escaped
 	for _, sr := range r.SpecReports {
 		if sr.LeafNodeType != types.NodeTypeIt || !suites.Ran(sr) {
 			continue
-		}
-		mark := "✔"
-		switch {
-		case sr.State.Is(types.SpecStateSkipped | types.SpecStatePending):
-			mark = "–"
-		case sr.Failed():
-			mark = "✘"
 		}
 		text := sr.LeafNodeText
 		if len(sr.ContainerHierarchyTexts) > 0 && sr.ContainerHierarchyTexts[0] == csisuite.DescribeSanity {
 			text = csisuite.ClauseSanity + ": " + strings.Join(append(sr.ContainerHierarchyTexts[1:], sr.LeafNodeText), " ")
 		}
-		fmt.Fprintf(w, "%s %s\n", mark, text)
+		fmt.Fprintf(tw, "%s %s\n", certifier.Mark(sr), text)
 	}
+	certifier.WriteCounts(w, rep)
 }
 
-func dedup(in []string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// csiRerunCommand returns the command line that reruns one spec.
-func csiRerunCommand(f certifyCSIFlags) func(focus string) string {
+// csiRerunCommand returns the command line that reruns one spec, runnable
+// as printed from any directory: the cpilab the user ran (argv0), the
+// driver's absolute path, and every flag that changes what a spec does.
+func csiRerunCommand(f certifyCSIFlags, argv0 string) func(focus string) string {
 	return func(focus string) string {
-		parts := []string{"cpilab", "certify-csi"}
-		for _, fl := range [][2]string{{"--endpoint", f.endpoint}, {"--node-endpoint", f.nodeEndpoint}, {"--node-root", f.nodeRoot}, {"--params", f.params}, {"--world", f.world}, {"--driver", f.driver}, {"--catalog-driver", f.catalog}} {
+		parts := []string{shellWord(argv0), "certify-csi"}
+		for _, fl := range [][2]string{{"--endpoint", f.endpoint}, {"--node-endpoint", f.nodeEndpoint}, {"--node-root", f.nodeRoot}, {"--params", f.params}, {"--world", absPath(f.world)}, {"--driver", absPath(f.driver)}, {"--catalog-driver", f.catalog}} {
 			if fl[1] != "" {
 				parts = append(parts, fl[0], shellWord(fl[1]))
 			}
@@ -209,8 +165,23 @@ func csiRerunCommand(f certifyCSIFlags) func(focus string) string {
 		if def := map[bool]string{true: csisuite.BackendNone, false: csisuite.BackendBOSH}[f.endpoint != "" && f.world == ""]; f.backend != def {
 			parts = append(parts, "--backend", f.backend)
 		}
+		if f.common.Strict {
+			parts = append(parts, "--strict")
+		}
 		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
 	}
+}
+
+// absPath is p made absolute, so that a printed command runs from any
+// directory ("" stays "").
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
 
 // findCSIDriver returns the driver executable to certify ("" with no

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,25 +70,50 @@ func TestCertifyCSIAcceptsBoshCSI(t *testing.T) {
 }
 
 // A catalog driver whose unpublish leaves the disk attached is rejected
-// by a default run naming its clause, with a command rerunning it alone.
+// by a default run naming its clause, with a command rerunning it alone;
+// that command, pasted into a shell in another directory, fails the same
+// way.
 func TestCertifyCSIRejectsADriverThatKeepsDisksAttached(t *testing.T) {
-	code, out, errs := certifyCSI(t, "--catalog-driver", "unpublish-keeps-attached")
-	if code != 1 || !strings.Contains(out, "REJECTED: ") {
-		t.Fatalf("exit %d; want 1 and REJECTED:\n%s\n%s", code, out, errs)
+	path := t.TempDir()
+	code, out, errs := certifyCSIWithPath(t, path, "--catalog-driver", "unpublish-keeps-attached")
+	if code != 1 || !strings.HasPrefix(lastLine(out), "REJECTED: ") || !strings.Contains(out, "broke: csi.unpublish.detached") {
+		t.Fatalf("exit %d; want 1, REJECTED and the clause broken:\n%s\n%s", code, out, errs)
 	}
-	verdict := out[strings.LastIndex(out, "REJECTED: "):]
-	for _, want := range []string{"csi.unpublish.detached"} {
-		if !strings.Contains(verdict, want) {
-			t.Errorf("verdict %q does not name %s", verdict, want)
+	var rerun string
+	for _, p := range printedReruns(out) {
+		if strings.Contains(p, `csi\.unpublish\.detached`) {
+			rerun = p
 		}
 	}
-	if !strings.Contains(out, "cpilab certify-csi --catalog-driver unpublish-keeps-attached --focus ") {
-		t.Errorf("no rerun command:\n%s", out)
+	if !strings.HasPrefix(rerun, shellWord(os.Args[0])+" certify-csi --catalog-driver unpublish-keeps-attached --focus ") {
+		t.Fatalf("rerun command %q of csi.unpublish.detached: want this cpilab with the run's flags:\n%s", rerun, out)
+	}
+	sh := exec.Command("sh", "-c", rerun)
+	sh.Dir = t.TempDir()
+	sh.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+path+":"+os.Getenv("PATH"))
+	code, again, errs := runCmd(t, sh)
+	if code != 1 || !strings.Contains(again, "broke: csi.unpublish.detached") || !strings.Contains(again, "(PARTIAL: a filter selected") {
+		t.Fatalf("%s: exit %d, want 1, the same clause broken and PARTIAL:\n%s\n%s", rerun, code, again, errs)
 	}
 }
 
-// Flags that cannot work together are usage errors (exit 2).
+// Flags that cannot work together are usage errors (exit 2); --list
+// --json with a label filter and --skip lists the BOSH checks selected,
+// without starting anything.
 func TestCertifyCSIUsage(t *testing.T) {
+	code, out, errs := certifyCSI(t, "--list", "--json", "--label-filter", "!area:sanity", "--skip", `csi\.expand`)
+	var list struct {
+		Specs []struct{ Clause string }
+		Count int
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || list.Count == 0 || list.Count != len(list.Specs) {
+		t.Fatalf("--list --json --label-filter --skip: exit %d, %v:\n%s\n%s", code, err, out, errs)
+	}
+	for _, s := range list.Specs {
+		if !strings.HasPrefix(s.Clause, "csi.") || s.Clause == csisuite.ClauseSanity || s.Clause == csisuite.ClauseExpand {
+			t.Errorf("listed clause %q: want the BOSH checks but csi.expand", s.Clause)
+		}
+	}
 	for _, args := range [][]string{
 		{"--endpoint", "unix:///nowhere.sock", "--backend", "bosh"},
 		{"--node-endpoint", "unix:///nowhere.sock"},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cpilab/cpilab/certifier"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/launch"
 	directorfixtures "github.com/cpilab/cpilab/fixtures/director"
@@ -20,13 +23,21 @@ func init() {
 	commands["certify-director"] = command{summary: "certify a director's dynamic disks API (an embedded reference director by default)", run: runCertifyDirector}
 }
 
-func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("certify-director", stderr)
-	var cfg dynamicdisks.Config
-	var opts dynamicdisks.RunOptions
-	var caFile, instances, profile, usersFile, cloud, cloudSSH, cloudSSHKey string
+// certifyDirectorFlags are certify-director's flags: the shared ones, and
+// what maps onto dynamicdisks.Config.
+type certifyDirectorFlags struct {
+	common                                                              certifier.Flags
+	cfg                                                                 dynamicdisks.Config
+	caFile, instances, profile, usersFile, cloud, cloudSSH, cloudSSHKey string
+	explore                                                             bool
+	// rerun builds a failure's rerun command.
+	rerun func(focus string) string
+}
+
+func (f *certifyDirectorFlags) register(fs *flag.FlagSet) {
+	cfg := &f.cfg
 	fs.StringVar(&cfg.URL, "url", "", "the director's URL (default: start an embedded reference director)")
-	fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CA the director's certificate is checked against")
+	fs.StringVar(&f.caFile, "ca-cert", "", "PEM file of the CA the director's certificate is checked against")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "skip TLS verification")
 	fs.StringVar(&cfg.Admin.Username, "admin-user", "", "user with bosh.admin (set-up and clean-up)")
 	fs.StringVar(&cfg.Admin.Password, "admin-password", "", "its password")
@@ -34,91 +45,81 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.StringVar(&cfg.Disks.Username, "disk-user", "", "user holding only dynamic-disk scopes")
 	fs.StringVar(&cfg.Disks.Password, "disk-password", "", "its password")
 	fs.StringVar(&cfg.Disks.Token, "disk-token", "", "or a bearer token holding only dynamic-disk scopes")
-	fs.StringVar(&usersFile, "users", "", "the director's users file (as `cpilab director --users` reads it): a user holding exactly each scope set gives the scope matrix its token")
+	fs.StringVar(&f.usersFile, "users", "", "the director's users file (as `cpilab director --users` reads it): a user holding exactly each scope set gives the scope matrix its token")
 	fs.StringVar(&cfg.Deployment, "deployment", "", "existing deployment to provide disks to (default: the suite deploys its own)")
-	fs.StringVar(&instances, "instances", "", "two instance IDs of --deployment, comma-separated (default: its first two with VMs)")
+	fs.StringVar(&f.instances, "instances", "", "two instance IDs of --deployment, comma-separated (default: its first two with VMs)")
 	fs.StringVar(&cfg.DiskPool, "disk-pool", "", "disk_pool_name (a cloud-config disk_type)")
 	fs.StringVar(&cfg.Setup.StemcellLocation, "stemcell", "", "stemcell directory or .tgz on the director's host, for the suite's own deployment")
-	fs.StringVar(&cloud, "cloud", "", "URL of the `cpilab fakeiaas` the director runs on (its --cpi-config): the IaaS oracle and the gates that hold create_disk and create_vm")
-	fs.StringVar(&cloudSSH, "cloud-ssh", "", "that fake cloud's SFTP address (`cpilab fakeiaas` prints it), to read the agents' disk links")
-	fs.StringVar(&cloudSSHKey, "cloud-ssh-key", "", "that fake cloud's SSH client key file (`cpilab fakeiaas` prints it)")
-	explore := fs.Bool("explore", false, "explore: 50 random lifecycles of about 30 requests over the model (default: one seeded lifecycle of about 8)")
+	fs.StringVar(&f.cloud, "cloud", "", "URL of the `cpilab fakeiaas` the director runs on (its --cpi-config): the IaaS oracle and the gates that hold create_disk and create_vm")
+	fs.StringVar(&f.cloudSSH, "cloud-ssh", "", "that fake cloud's SFTP address (`cpilab fakeiaas` prints it), to read the agents' disk links")
+	fs.StringVar(&f.cloudSSHKey, "cloud-ssh-key", "", "that fake cloud's SSH client key file (`cpilab fakeiaas` prints it)")
+	fs.BoolVar(&f.explore, "explore", false, "explore: 50 random lifecycles of about 30 requests over the model (default: one seeded lifecycle of about 8)")
 	fs.IntVar(&cfg.Explore.Runs, "explore-runs", 0, "the number of random lifecycles (overrides --explore's 50; -1: none)")
 	fs.IntVar(&cfg.Explore.Steps, "explore-steps", 0, "the average number of requests of one lifecycle")
 	fs.Uint64Var(&cfg.Explore.Seed, "explore-seed", 0, "the seed of the first lifecycle (default 1); a failure's rapid.seed=N replays with --explore-seed N --explore-runs 1")
-	fs.StringVar(&profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
+	fs.StringVar(&f.profile, "profile", "reference", "the embedded director's behaviour profile: reference or upstream")
 	fs.DurationVar(&cfg.Timeouts.Task, "task-timeout", 60*time.Second, "how long one task may take, queued and running, before the spec fails naming the task")
 	boshAliases(fs)
-	var sel selection
-	sel.register(fs)
-	fs.BoolVar(&opts.Verbose, "v", false, "verbose Ginkgo output")
+	f.common.Register(fs, map[string]string{"label-filter": "run only the specs matching this Ginkgo label filter `EXPR` (e.g. 'area:auth || race:a')"})
+}
+
+func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("certify-director", stderr)
+	var f certifyDirectorFlags
+	f.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := sel.check(fs); err != nil {
-		return err
-	}
-	opts.LabelFilter, opts.Focus, opts.Skip = sel.labelFilter, sel.focusList(), sel.skipList()
-	if sel.list {
-		specs, err := dynamicdisks.List(opts)
-		if err != nil {
+	if !f.common.List {
+		if err := f.configure(ctx, fs); err != nil {
 			return err
 		}
-		return writeSpecList(stdout, specs, sel.listJSON)
 	}
-	reportOut := stdout
-	u := newUI(fs, stdout, stderr)
-	if sel.reports.toStdout() {
-		u = newUI(fs, stderr, stderr) // stdout holds the report alone
+	f.rerun = directorRerunCommand(fs, invokedAs())
+	return runCertifier(ctx, fs, &f.common, certifier.Certifier{Name: "certify-director", TargetKind: "Director",
+		Areas: dynamicdisks.Areas, Row: "dynamic-disks", List: dynamicdisks.List, Run: f.run}, stdout, stderr)
+}
+
+// configure maps the flags onto f.cfg, refusing as usage errors what
+// cannot work (a run against --url that lacks a credential, a director
+// with no stemcell for the suite's own deployment) and reading the files
+// the flags name.
+func (f *certifyDirectorFlags) configure(ctx context.Context, fs *flag.FlagSet) error {
+	cfg := &f.cfg
+	if f.instances != "" {
+		cfg.Instances = strings.Split(f.instances, ",")
 	}
-	log, err := sel.reports.openDir(fs, &u)
-	if err != nil {
-		return err
+	if f.explore {
+		cfg.Explore.Runs = cmp.Or(cfg.Explore.Runs, 50)
+		cfg.Explore.Steps = cmp.Or(cfg.Explore.Steps, 30)
 	}
-	defer log.Close()
-	stdout, stderr = u.out, u.err
-	if instances != "" {
-		cfg.Instances = strings.Split(instances, ",")
+	switch {
+	case certifyDirectorUsage(*cfg, f.instances) != "":
+		return usageError(fs, "%s", certifyDirectorUsage(*cfg, f.instances))
+	case f.cloud != "" && cfg.URL == "":
+		return usageError(fs, "--cloud needs --url (the embedded director runs on a fake cloud of its own)")
+	case (f.cloudSSH == "") != (f.cloudSSHKey == ""):
+		return usageError(fs, "--cloud-ssh and --cloud-ssh-key go together")
 	}
-	if *explore {
-		if cfg.Explore.Runs == 0 {
-			cfg.Explore.Runs = 50
-		}
-		if cfg.Explore.Steps == 0 {
-			cfg.Explore.Steps = 30
-		}
+	if f.cloud != "" {
+		cfg.Oracle, cfg.Gates = dynamicdisks.FakeCloud(f.cloud)
 	}
-	if msg := certifyDirectorUsage(cfg, instances); msg != "" {
-		fmt.Fprintf(stderr, "cpilab certify-director: %s\n", msg)
-		return exitError(2)
-	}
-	if cloud != "" {
-		if cfg.URL == "" {
-			fmt.Fprintln(stderr, "cpilab certify-director: --cloud needs --url (the embedded director runs on a fake cloud of its own)")
-			return exitError(2)
-		}
-		cfg.Oracle, cfg.Gates = dynamicdisks.FakeCloud(cloud)
-	}
-	if (cloudSSH == "") != (cloudSSHKey == "") {
-		fmt.Fprintln(stderr, "cpilab certify-director: --cloud-ssh and --cloud-ssh-key go together")
-		return exitError(2)
-	}
-	if cloudSSH != "" {
-		links, err := dynamicdisks.SFTPLinks(cloudSSH, cloudSSHKey)
+	if f.cloudSSH != "" {
+		links, err := dynamicdisks.SFTPLinks(f.cloudSSH, f.cloudSSHKey)
 		if err != nil {
 			return err
 		}
 		cfg.Links = links
 	}
-	if usersFile != "" {
-		users, err := loadUsers(usersFile)
+	if f.usersFile != "" {
+		users, err := loadUsers(f.usersFile)
 		if err != nil {
 			return err
 		}
 		cfg.ScopeCredentials = dynamicdisks.ScopeCredentialsFor(users)
 	}
-	if caFile != "" {
-		pem, err := readCACert(caFile)
+	if f.caFile != "" {
+		pem, err := readCACert(f.caFile)
 		if err != nil {
 			return err
 		}
@@ -127,65 +128,40 @@ func runCertifyDirector(ctx context.Context, args []string, stdout, stderr io.Wr
 	if cfg.URL != "" && cfg.Deployment == "" && cfg.Setup.StemcellLocation == "" && len(cfg.Setup.StemcellManifest) == 0 {
 		// The suite deploys its own instances: without a stemcell on the
 		// director and none to upload, its set-up could only fail.
-		if n, err := dynamicdisks.Stemcells(ctx, cfg); err == nil && n == 0 {
+		if n, err := dynamicdisks.Stemcells(ctx, *cfg); err == nil && n == 0 {
 			return usageError(fs, "the director at %s has no stemcell, and the suite deploys its own instances: give --stemcell PATH (a stemcell directory or .tgz on the director's host), or -d/--deployment and --instances of a deployment of yours", cfg.URL)
 		}
 	}
-	opts.Output = stdout
-	prog := newProgress(stderr)
-	prog.quiet = u.quiet
-	var n int
-	opts.Progress = func(r dynamicdisks.SpecResult) {
-		n++
-		outcome := outcomeFailed
-		switch r.State {
-		case "passed":
-			outcome = outcomePassed
-		case "skipped", "pending":
-			outcome = outcomeSkipped
-		}
-		prog.spec(n, 0, outcome, r.Text)
-	}
+	return nil
+}
 
-	start := time.Now() // I/O edge: the run's wall time, for the report
+// run is certify-director's certifier.Certifier Run: the dynamic disks
+// suite against the director of --url, or an embedded reference director.
+func (f *certifyDirectorFlags) run(ctx context.Context, opts suites.RunOptions, o certifier.Output) (*certifier.Result, error) {
+	cfg := f.cfg
 	if cfg.URL == "" {
-		out := stdout
-		if u.quiet {
+		out := o.Out
+		if o.Quiet {
 			out = io.Discard
 		}
-		stop, err := embeddedDirector(ctx, &cfg, profile, out)
+		stop, err := embeddedDirector(ctx, &cfg, f.profile, out)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer stop()
 	}
 	report, err := dynamicdisks.RunReport(ctx, cfg, opts)
-	prog.done()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	mod, commit, _ := version()
-	rep := suites.NewCertifyReport(report, suites.ReportRun{Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit},
-		Title: "cpilab certify-director", TargetKind: "Director", Areas: dynamicdisks.Areas, Row: "dynamic-disks",
-		Target: cfg.URL, Command: append([]string{invokedAs()}, os.Args[1:]...), Started: start,
-		Duration: time.Since(start).Round(time.Millisecond), Interrupted: ctx.Err() != nil && !report.SuiteSucceeded})
-	sum := dynamicdisks.Summarize(report)
-	if !u.quiet {
-		sum.WriteText(stdout)
-	}
-	if err := sel.reports.write(rep, reportOut); err != nil {
-		return err
-	}
-	if sum.HarnessOnly() {
+	res := &certifier.Result{Report: report, Target: cfg.URL, Rerun: f.rerun}
+	if sum := dynamicdisks.Summarize(report); sum.HarnessOnly() {
 		// No answer from the director, even on retries: a harness error,
 		// never a verdict on the director.
-		fmt.Fprintf(stdout, "NOT CERTIFIED: %d harness errors (no answer from the director), %d passed, %d not checked (%s)\n",
-			sum.HarnessErrors, sum.Passed, sum.Skipped, time.Since(start).Round(time.Millisecond))
-		fmt.Fprintf(stderr, "cpilab certify-director: %d harness errors (the director could not be reached, even on retries): nothing certified\n", sum.HarnessErrors)
-		return exitError(2)
+		res.HarnessOnly = fmt.Sprintf("%d harness errors (no answer from the director, even on retries), %d passed, %d not checked",
+			sum.HarnessErrors, sum.Passed, sum.Skipped)
 	}
-	u.writeVerdict(rep)
-	return verdictExit(rep)
+	return res, nil
 }
 
 // certifyDirectorUsage says, in flag names, what a run against --url lacks
@@ -270,4 +246,54 @@ func embeddedDirector(ctx context.Context, cfg *dynamicdisks.Config, profile str
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded director: %w", err)
 	}
+}
+
+// directorShaping are certify-director's flags that change what a spec
+// does, in the order a rerun command gives them; directorPaths name local
+// files (made absolute in a rerun), directorSecrets credentials (never
+// printed: a rerun reads them from the environment variable named).
+var (
+	directorShaping = []string{"url", "ca-cert", "insecure", "admin-user", "admin-password", "admin-token", "disk-user", "disk-password",
+		"disk-token", "users", "deployment", "instances", "disk-pool", "stemcell", "cloud", "cloud-ssh", "cloud-ssh-key",
+		"explore", "explore-runs", "explore-steps", "explore-seed", "profile", "task-timeout", "strict"}
+	directorPaths   = map[string]bool{"ca-cert": true, "users": true, "cloud-ssh-key": true}
+	directorSecrets = map[string]string{"admin-password": "CPILAB_ADMIN_PASSWORD", "admin-token": "CPILAB_ADMIN_TOKEN",
+		"disk-password": "CPILAB_DISK_PASSWORD", "disk-token": "CPILAB_DISK_TOKEN"}
+)
+
+// directorRerunCommand returns the command line that reruns one spec: the
+// cpilab the user ran (argv0), every flag of fs that shaped the run (given
+// or from a BOSH_* variable), and --focus. A credential is never printed:
+// the command reads it from $CPILAB_ADMIN_PASSWORD (and the like), which
+// it asks for when unset; a run on the embedded director needs none.
+func directorRerunCommand(fs *flag.FlagSet, argv0 string) func(focus string) string {
+	set := map[string]string{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = fl.Value.String() })
+	return func(focus string) string {
+		parts := []string{shellWord(argv0), "certify-director"}
+		for _, name := range directorShaping {
+			v, ok := set[name]
+			switch {
+			case !ok:
+				continue
+			case v == "true" && isBoolFlag(fs.Lookup(name)):
+				parts = append(parts, "--"+name)
+				continue
+			case directorSecrets[name] != "":
+				env := directorSecrets[name]
+				parts = append(parts, "--"+name, `"${`+env+`:?set `+env+` to the --`+name+` of the run}"`)
+				continue
+			case directorPaths[name] && !strings.HasPrefix(strings.TrimSpace(v), "-----BEGIN"):
+				v = absPath(v)
+			}
+			parts = append(parts, "--"+name, shellWord(v))
+		}
+		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
+	}
+}
+
+// isBoolFlag reports whether f is a boolean flag.
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }

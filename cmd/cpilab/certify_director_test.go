@@ -139,7 +139,8 @@ func TestCertifyDirectorAcceptsAnUpstreamShapedDirector(t *testing.T) {
 
 // Against cpilab's own director under the upstream profile (no
 // dynamic_disks workers, no disk-name lock, …) certify-director rejects,
-// naming the race.
+// naming the race, and each failure prints the command that reruns it with
+// the run's flags; pasted into a shell, it fails the same spec again.
 func TestCertifyDirectorRejectsTheUpstreamProfile(t *testing.T) {
 	// One provide shows it; a short task bound keeps the wait short (the
 	// upstream profile's tasks are never started).
@@ -149,6 +150,48 @@ func TestCertifyDirectorRejectsTheUpstreamProfile(t *testing.T) {
 	}
 	if strings.Contains(out, "issue 6") || strings.Contains(out, "Config.") {
 		t.Errorf("the output speaks of issue numbers or Go field names:\n%s", out)
+	}
+	printed := printedReruns(out)
+	if len(printed) != 1 || !strings.HasPrefix(printed[0], shellWord(os.Args[0])+" certify-director --profile upstream --task-timeout 3s --focus ") {
+		t.Fatalf("rerun commands %q: want one, this cpilab with --profile upstream and --task-timeout 3s:\n%s", printed, out)
+	}
+	t.Setenv("CPILAB_TEST_RUN_MAIN", "1") // the printed cpilab is this test binary
+	code, again, errs := runPrinted(t, printed[0])
+	if code != 1 || !strings.Contains(again, "no worker") || !strings.Contains(again, "REJECTED: 1 failed") {
+		t.Errorf("the printed rerun exited %d; want 1 and the same spec failed alone:\n%s\n%s", code, again, errs)
+	}
+}
+
+// A rerun command keeps every flag that shaped the run, with local paths
+// made absolute, and never prints a credential: it reads it from the
+// environment, and asks for it when unset.
+func TestDirectorRerunCommandHidesCredentials(t *testing.T) {
+	fs := newFlagSet("certify-director", &bytes.Buffer{})
+	var f certifyDirectorFlags
+	f.register(fs)
+	if err := parseFlags(fs, []string{"-e", "10.0.0.6", "--client", "admin", "--client-secret", "s3cret pass", "--disk-token", "tok",
+		"--ca-cert", "ca.pem", "-d", "dep", "--insecure", "--quiet", "--json-report", "r.json", "--strict"}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := directorRerunCommand(fs, "/opt/cpilab")("x y")
+	abs, _ := filepath.Abs("ca.pem")
+	for _, want := range []string{"/opt/cpilab certify-director --url https://10.0.0.6:25555 --ca-cert " + abs + " --insecure --admin-user admin",
+		`--admin-password "${CPILAB_ADMIN_PASSWORD:?`, `--disk-token "${CPILAB_DISK_TOKEN:?`, "--deployment dep", "--strict --focus 'x y'"} {
+		if !strings.Contains(cmd, want) {
+			t.Errorf("rerun %q lacks %q", cmd, want)
+		}
+	}
+	for _, unwanted := range []string{"s3cret", "tok ", "--quiet", "json-report", "--client", " -e ", " -d "} {
+		if strings.Contains(cmd, unwanted) {
+			t.Errorf("rerun %q holds %q", cmd, unwanted)
+		}
+	}
+	// In a shell with the variables set, the credentials come back.
+	sh := exec.Command("sh", "-c", "set -- "+strings.TrimPrefix(cmd, "/opt/cpilab ")+`; for a; do printf '%s\n' "$a"; done`)
+	sh.Env = append(os.Environ(), "CPILAB_ADMIN_PASSWORD=s3cret pass", "CPILAB_DISK_TOKEN=tok")
+	words, err := sh.Output()
+	if err != nil || !strings.Contains(string(words), "\ns3cret pass\n") || !strings.Contains(string(words), "\ntok\n") {
+		t.Errorf("the shell read %q (%v)", words, err)
 	}
 }
 

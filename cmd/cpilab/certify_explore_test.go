@@ -9,23 +9,41 @@ import (
 
 	"github.com/cpilab/cpilab/cpimodel/explore"
 	"github.com/cpilab/cpilab/fixtures/buggycpi"
+	"github.com/cpilab/cpilab/suites"
 )
 
 // TestCertifyExploreAndReplay: --explore rejects a bug no spec looks for,
-// naming its model clause and the shrunk steps; the same seed writes the
-// same steps; --replay of the file fails the same way alone; the reference
-// CPI passes the replay and an exploration.
+// naming its model clause and the shrunk steps (a numbered list in the
+// text, a structured sequence in the JSON report); the same seed writes the
+// same steps; the printed replay command, pasted into a shell elsewhere,
+// fails the same way alone; the reference CPI passes the replay and an
+// exploration.
 func TestCertifyExploreAndReplay(t *testing.T) {
 	dir := buildCPIs(t)
 	bug, _ := buggycpi.Lookup("reboot-loses-metadata")
 	link := install(t, dir, bug)
 	var steps [2]string
-	var file string
+	var file, printed string
 	for i := range steps {
 		file = filepath.Join(t.TempDir(), "replay.json")
-		code, out, stderr := certify(t, dir, "--cpi", link, "--explore", "--seed", "5", "--explore-steps", "60", "--replay-out", file)
-		if code != 1 || !strings.Contains(out, "model.frame") || !strings.Contains(out, "shrunk to") || !strings.Contains(out, "step 1: ") {
+		js := filepath.Join(t.TempDir(), "r.json")
+		code, out, stderr := certify(t, dir, "--cpi", link, "--explore", "--seed", "5", "--explore-steps", "60", "--replay-out", file, "--json-report", js)
+		if code != 1 || !strings.Contains(out, "model.frame") || !strings.Contains(out, "shrunk to") || !strings.Contains(out, "shrunk sequence (") || !strings.Contains(out, "  1. ") {
 			t.Fatalf("--explore exited %d, want a model.frame rejection with its steps:\n%s\n%s", code, out, tail(stderr, 2000))
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if c, ok := strings.CutPrefix(strings.TrimSpace(l), "replay it alone: "); ok {
+				printed = c
+			}
+		}
+		var seq *suites.Sequence
+		for _, s := range readReport(t, js).Specs {
+			if s.Sequence != nil {
+				seq = s.Sequence
+			}
+		}
+		if seq == nil || len(seq.Steps) == 0 || seq.ReplayFile != file || seq.Replay != printed || !strings.Contains(seq.Broke, "model.frame") {
+			t.Fatalf("the JSON report's sequence %+v, want the steps, %s and the printed replay command %q", seq, file, printed)
 		}
 		raw, err := os.ReadFile(file)
 		if err != nil {
@@ -41,9 +59,12 @@ func TestCertifyExploreAndReplay(t *testing.T) {
 	if steps[0] != steps[1] {
 		t.Fatalf("the same seed gave other steps:\n%s\n%s", steps[0], steps[1])
 	}
-	code, out, _ := certify(t, dir, "--cpi", link, "--replay", file)
+	if !strings.Contains(printed, filepath.Join(dir, "cpilab")+" certify --cpi "+link) || !strings.HasSuffix(printed, "--replay "+file) {
+		t.Fatalf("printed replay command %q: want this cpilab, the CPI and the replay file", printed)
+	}
+	code, out, _ := runPrinted(t, printed)
 	if code != 1 || !strings.Contains(out, "model.frame") || !strings.Contains(out, "the replay of") {
-		t.Fatalf("--replay exited %d, want the same rejection:\n%s", code, out)
+		t.Fatalf("the printed replay command exited %d, want the same rejection:\n%s", code, out)
 	}
 	code, out, _ = certify(t, dir, "--replay", file)
 	if code != 0 || !strings.Contains(out, "ACCEPTED: 1 passed") {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -86,5 +88,30 @@ func TestGinkgoFlagsWithValuesParse(t *testing.T) {
 	code, _, errs := runArgs("certify", "--ginkgo.procs", "2", "--list")
 	if code != exitUsage || !strings.Contains(errs, "--ginkgo.procs: a flag of the ginkgo CLI") || strings.Contains(errs, "unexpected arguments") {
 		t.Errorf("certify --ginkgo.procs 2: exit %d, stderr %q", code, errs)
+	}
+}
+
+// Every certifier takes the shared flags, with the same names: one runner
+// (package certifier) behind the four commands.
+func TestEveryCertifierTakesTheSharedFlags(t *testing.T) {
+	shared := []string{"--label-filter", "--focus", "--skip", "--list", "--json", "--fail-fast", "--strict", "--quiet",
+		"--json-report", "--junit-report", "--html-report", "--report-dir", "--v"}
+	for _, name := range []string{"certify", "certify-director", "certify-flex", "certify-csi"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{name, "--help"}, &stdout, &stderr); code != 0 {
+			t.Fatalf("%s --help: exit %d\n%s", name, code, stderr.String())
+		}
+		for _, f := range shared {
+			if !regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(f) + `\b`).MatchString(stdout.String()) {
+				t.Errorf("%s --help lacks %s:\n%s", name, f, stdout.String())
+			}
+		}
+		// The shared checks hold for each: --json without --list is a
+		// usage error before anything starts.
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(context.Background(), []string{name, "--json"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--json goes with --list") {
+			t.Errorf("%s --json: exit %d, stderr %q; want a usage error", name, code, stderr.String())
+		}
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cpilab/cpilab/certifier"
 	"github.com/cpilab/cpilab/suites"
 	"github.com/cpilab/cpilab/suites/flex"
-	"github.com/onsi/ginkgo/v2/types"
 )
 
 func init() {
@@ -22,13 +22,11 @@ func init() {
 }
 
 type certifyFlexFlags struct {
-	driver, plugin, backend  string
-	labelFilter, focus, skip string
-	junit, jsonReport, html  string
-	reportDir                string
-	callTimeout              time.Duration
-	verbose, lenientExit     bool
-	list, listJSON           bool
+	common         certifier.Flags
+	driver, plugin string
+	backend        string
+	callTimeout    time.Duration
+	lenientExit    bool
 }
 
 func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -38,130 +36,49 @@ func runCertifyFlex(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&f.plugin, "plugin-name", "", "its plugin directory name, vendor~driver (default: its directory's name when it has a ~, else cpilab~<executable name>)")
 	fs.StringVar(&f.backend, "backend", flex.BackendBOSH, "bosh: the driver stores volumes as the director's dynamic disks (cloud and fault checks made); none: it does not")
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "time-out of each call-out (the driver is killed after it)")
-	fs.StringVar(&f.labelFilter, "label-filter", "", "run only the specs matching this Ginkgo label filter `EXPR` (e.g. area:attach)")
-	fs.StringVar(&f.focus, "focus", "", "run only the specs whose full text matches this `REGEXP` (each failure prints one)")
-	fs.StringVar(&f.skip, "skip", "", "leave out the specs whose full text matches this `REGEXP`")
-	fs.BoolVar(&f.list, "list", false, "list the specs (id, clause, labels) that would run, without running anything")
-	fs.BoolVar(&f.listJSON, "json", false, "with --list: print the specs as JSON")
-	fs.StringVar(&f.junit, "junit-report", "", "write a JUnit report to `FILE` (- for stdout; the text then goes to stderr)")
-	fs.StringVar(&f.jsonReport, "json-report", "", "write a JSON report to `FILE` (- for stdout; the text then goes to stderr)")
-	fs.StringVar(&f.html, "html-report", "", "write an HTML report (verdict, summary, failures) to `FILE` (- for stdout; the text then goes to stderr)")
-	fs.StringVar(&f.reportDir, "report-dir", "", reportDirUsage)
 	fs.BoolVar(&f.lenientExit, "lenient-exit", false, "accept Failure with exit status 0, as kubelet does (default: Failure must exit non-zero, as the FlexVolume doc says)")
-	fs.BoolVar(&f.verbose, "v", false, "verbose Ginkgo output, with every call-out and its output")
+	f.common.Register(fs, map[string]string{"label-filter": "run only the specs matching this Ginkgo label filter `EXPR` (e.g. area:attach)",
+		"v": "verbose Ginkgo output, with every call-out and its output, on stderr"})
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if f.backend != flex.BackendBOSH && f.backend != flex.BackendNone {
-		fmt.Fprintf(stderr, "cpilab certify-flex: --backend must be %s or %s, not %q\n", flex.BackendBOSH, flex.BackendNone, f.backend)
-		return exitError(2)
+		return usageError(fs, "--backend must be %s or %s, not %q", flex.BackendBOSH, flex.BackendNone, f.backend)
 	}
-	if err := checkFilters(fs, f.labelFilter, f.focus, f.skip); err != nil {
-		return err
-	}
-	if f.listJSON && !f.list {
-		return usageError(fs, "--json goes with --list")
-	}
-	if err := f.reports().check(fs); err != nil {
-		return err
-	}
-	if f.list {
-		specs, err := suites.ListTree(flex.Description, func() { flex.Register(&flex.RunConfig{}) }, f.runOptions())
-		if err != nil {
-			return err
-		}
-		return writeSpecList(stdout, specs, f.listJSON)
-	}
-	reportOut := stdout
-	if f.reports().toStdout() {
-		stdout = stderr // stdout holds the report alone
-	}
+	return runCertifier(ctx, fs, &f.common, certifier.Certifier{Name: "certify-flex", TargetKind: "FlexVolume driver",
+		Areas: flex.Areas, ClauseTitles: flex.ClauseTitles,
+		List: func(opts suites.RunOptions) ([]suites.SpecInfo, error) {
+			return suites.ListTree(flex.Description, func() { flex.Register(&flex.RunConfig{}) }, opts)
+		},
+		Run: func(ctx context.Context, opts suites.RunOptions, o certifier.Output) (*certifier.Result, error) {
+			return f.run(ctx, opts, o, fs)
+		}}, stdout, stderr)
+}
+
+// run is certify-flex's certifier.Certifier Run: the FlexVolume suite
+// against the driver on an embedded director, agents and fake cloud.
+func (f certifyFlexFlags) run(ctx context.Context, opts suites.RunOptions, o certifier.Output, fs *flag.FlagSet) (*certifier.Result, error) {
 	driver, own, err := findFlexDriver(f.driver)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	plugin := f.plugin
 	if plugin == "" && own {
 		plugin = "cpilab~bosh-disk"
 	}
 	rc := flex.RunConfig{Config: flex.Config{Driver: driver, PluginName: plugin, Backend: f.backend, CallTimeout: f.callTimeout,
-		LenientExit: f.lenientExit},
-		EnvOut: stdout}
-	u := newUI(fs, stdout, stderr)
-	log, err := f.reports().openDir(fs, &u)
-	if err != nil {
-		return err
+		LenientExit: f.lenientExit}, EnvOut: o.Out}
+	if o.Quiet {
+		rc.EnvOut = io.Discard
+	} else {
+		fmt.Fprintf(o.Out, "certifying FlexVolume driver %s (backend %s)\n", driver, f.backend)
 	}
-	defer log.Close()
-	stdout, stderr = u.out, u.err
-	opts := f.runOptions()
-	opts.Output, opts.Verbose = stdout, f.verbose
-	prog := newProgress(stderr)
-	prog.quiet = u.quiet
-	opts.Progress = prog.update
-	if !u.quiet {
-		fmt.Fprintf(stdout, "certifying FlexVolume driver %s (backend %s)\n", driver, f.backend)
-	}
-	start := time.Now() // I/O edge: the run's wall time, for the report
 	report, err := flex.Run(ctx, rc, opts)
-	prog.done()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	elapsed := time.Since(start).Round(time.Millisecond)
-	mod, commit, _ := version()
-	rep := suites.NewCertifyReport(report, suites.ReportRun{Tool: suites.ToolInfo{Name: "cpilab", Version: mod, Commit: commit},
-		Title: "cpilab certify-flex", TargetKind: "FlexVolume driver", Areas: flex.Areas, ClauseTitles: flex.ClauseTitles,
-		Target: driver, Command: append([]string{invokedAs()}, os.Args[1:]...),
-		Notes: []string{"FlexVolume driver certification, backend " + f.backend}, Started: start, Duration: elapsed,
-		Interrupted: ctx.Err() != nil && !report.SuiteSucceeded, Rerun: flexRerunCommand(f, invokedAs(), driver, fs)})
-	if !u.quiet {
-		writeFlexSpecs(stdout, report)
-		reasons := map[string]int{}
-		for _, n := range rep.NotChecked {
-			reasons[n.Reason] = n.Count
-		}
-		suites.WriteCounts(stdout, rep.Counts.Passed, rep.Counts.Failed, rep.Counts.NotChecked, reasons)
-		if rep.Counts.NotRun > 0 {
-			fmt.Fprintf(stdout, "%d not run: the run stopped before they started (neither passes nor failures)\n", rep.Counts.NotRun)
-		}
-	}
-	rep.WriteFailuresText(u.out)
-	if err := f.reports().write(rep, reportOut); err != nil {
-		return err
-	}
-	u.writeVerdict(rep)
-	return verdictExit(rep)
-}
-
-// runOptions are the Ginkgo selection of the run: label filter, focus,
-// skip.
-func (f certifyFlexFlags) runOptions() suites.RunOptions {
-	opts := suites.RunOptions{LabelFilter: f.labelFilter}
-	if f.focus != "" {
-		opts.Focus = []string{f.focus}
-	}
-	if f.skip != "" {
-		opts.Skip = []string{f.skip}
-	}
-	return opts
-}
-
-// writeFlexSpecs lists each spec that ran with its mark.
-func writeFlexSpecs(w io.Writer, r types.Report) {
-	for _, sr := range r.SpecReports {
-		if sr.LeafNodeType != types.NodeTypeIt || !suites.Ran(sr) {
-			continue
-		}
-		mark := "✔"
-		switch {
-		case sr.State.Is(types.SpecStateSkipped | types.SpecStatePending):
-			mark = "–"
-		case sr.Failed():
-			mark = "✘"
-		}
-		fmt.Fprintf(w, "%s %s\n", mark, sr.LeafNodeText)
-	}
+	return &certifier.Result{Report: report, Target: driver, Notes: []string{"FlexVolume driver certification, backend " + f.backend},
+		Rerun: flexRerunCommand(f, invokedAs(), driver, fs)}, nil
 }
 
 // flexRerunCommand returns the command line that reruns one spec, runnable
@@ -186,6 +103,9 @@ func flexRerunCommand(f certifyFlexFlags, argv0, driver string, fs *flag.FlagSet
 		}
 		if set["call-timeout"] {
 			parts = append(parts, "--call-timeout", f.callTimeout.String())
+		}
+		if f.common.Strict {
+			parts = append(parts, "--strict")
 		}
 		return strings.Join(append(parts, "--focus", shellWord(focus)), " ")
 	}

@@ -141,10 +141,18 @@ func TestCertifyFlexRejectsAReformattingDriver(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "✘ flex.format.blank-only:") || !strings.Contains(out, "REJECTED: 1 failed, 0 passed") {
 		t.Fatalf("rerun %s: exit %d; want 1 and the same spec failed alone:\n%s\n%s", printed[0], code, out, errs)
 	}
+	// --fail-fast stops at that failure: the specs after it are not run,
+	// and the verdict says PARTIAL.
+	code, out, errs = runCmd(t, exec.Command(cpilab, "certify-flex", "--driver", drv, "--fail-fast"))
+	if code != 1 || !strings.Contains(out, "not run: the run stopped before they started") ||
+		!strings.Contains(lastLine(out), "(PARTIAL: --fail-fast stopped it with ") {
+		t.Fatalf("--fail-fast: exit %d; want 1, specs not run and PARTIAL:\n%s\n%s", code, out, errs)
+	}
 }
 
 // Expansion: a driver that does not declare it is accepted with the check
-// reported as not checked, and why; one that answers expandvolume without
+// reported as not checked, and why (and rejected under --strict, which
+// fails what could not be checked); one that answers expandvolume without
 // growing the disk is rejected.
 func TestCertifyFlexExpansion(t *testing.T) {
 	dir := buildFlex(t, "cpilab~no-expansion/no-expansion", "cpilab~expandvolume-noop/expandvolume-noop")
@@ -156,6 +164,10 @@ func TestCertifyFlexExpansion(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no-expansion: output lacks %q:\n%s", want, out)
 		}
+	}
+	code, out, errs = certifyFlex(t, dir, "--driver", filepath.Join(dir, "cpilab~no-expansion", "no-expansion"), "--label-filter", "area:expand", "--strict")
+	if code != 1 || !strings.Contains(out, "strict mode counts what is not checked as failed") || !strings.Contains(lastLine(out), "REJECTED: 1 failed, 0 passed, 0 not checked") {
+		t.Fatalf("no-expansion --strict: exit %d; want 1 and flex.expand failed:\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = certifyFlex(t, dir, "--driver", filepath.Join(dir, "cpilab~expandvolume-noop", "expandvolume-noop"), "--label-filter", "area:expand")
 	if code != 1 || !strings.Contains(out, "✘ flex.expand:") || !strings.Contains(out, "were asked") {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"strings"
 
-	"github.com/cpilab/cpilab/suites"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 )
@@ -69,8 +67,8 @@ func boolFlag(f *flag.Flag) (bool, bool) {
 	return ok && bf.IsBoolFlag(), ok
 }
 
-// passToGinkgo sets the pass-through flags, and certify's --skip and
-// --fail-fast, on Ginkgo's flags. A Ginkgo flag that does not exist, lacks
+// passToGinkgo sets the pass-through flags on Ginkgo's flags (certify's
+// own --skip and --fail-fast go through suites.RunOptions). A Ginkgo flag that does not exist, lacks
 // its value, or duplicates one of certify's is a usage error.
 func passToGinkgo(fs *flag.FlagSet, f certifyFlags) error {
 	for _, g := range f.ginkgo {
@@ -95,18 +93,6 @@ func passToGinkgo(fs *flag.FlagSet, f certifyFlags) error {
 			return usageError(fs, "--ginkgo.%s=%s: %v", name, value, err)
 		}
 	}
-	set := map[string]string{"ginkgo.skip": f.skip}
-	if f.failFast {
-		set["ginkgo.fail-fast"] = "true"
-	}
-	for name, v := range set {
-		if v == "" {
-			continue
-		}
-		if err := flag.CommandLine.Set(name, v); err != nil {
-			return fmt.Errorf("setting %s: %w", name, err)
-		}
-	}
 	return nil
 }
 
@@ -126,19 +112,4 @@ func ginkgoSuiteConfig() types.SuiteConfig {
 func ginkgoReporterConfig() types.ReporterConfig {
 	_, r := ginkgo.GinkgoConfiguration()
 	return r
-}
-
-// listSpecs prints the specs a run with these flags would run, without
-// running anything: a Ginkgo dry run (suites.List) with the label filter,
-// --focus and --skip applied.
-func listSpecs(u ui, f certifyFlags) error {
-	opts := suites.RunOptions{LabelFilter: f.labelFilter}
-	if f.focus != "" {
-		opts.Focus = []string{f.focus}
-	}
-	specs, err := suites.List(suites.Config{CPI: suites.Target{Command: []string{"cpi"}}}, opts)
-	if err != nil {
-		return err
-	}
-	return writeSpecList(u.out, specs, f.listJSON)
 }

@@ -16,7 +16,7 @@ func registerCertifyExtra(fs *flag.FlagSet, f *certifyFlags) {
 
 // applyCertifyExtra sets them on cfg.
 func applyCertifyExtra(cfg *suites.Config, f certifyFlags) {
-	cfg.Strict = f.strict
+	cfg.Strict = f.common.Strict
 	cfg.RequireAPIVersion = f.requireAPIVersion
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/onsi/ginkgo/v2/types"
+
+	"github.com/cpilab/cpilab/certifier"
 )
 
 // progress is the live progress line of a suite run, on stderr.
@@ -32,7 +34,7 @@ func (p *progress) update(done, total int, sr *types.SpecReport) {
 		return
 	}
 	if sr == nil {
-		fmt.Fprintf(p.w, "running %d %s\n", total, plural(total, "spec", "specs"))
+		fmt.Fprintf(p.w, "running %d %s\n", total, certifier.Plural(total, "spec", "specs"))
 		return
 	}
 	switch {
@@ -99,3 +101,7 @@ func shorten(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// Update and Done make the progress line a certifier.Progress.
+func (p *progress) Update(done, total int, sr *types.SpecReport) { p.update(done, total, sr) }
+func (p *progress) Done()                                        { p.done() }

@@ -117,53 +117,19 @@ type Info struct {
 // Run starts everything, serves until ctx is done, then shuts down in
 // reverse order.
 func Run(ctx context.Context, cfg Config) (err error) {
-	if cfg.DataDir == "" {
-		return errors.New("launch: Config.DataDir is required")
-	}
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:25555"
-	}
-	if cfg.Out == nil {
-		cfg.Out = os.Stdout
-	}
-	if err := checkListen(cfg.Listen, cfg.PlainHTTP); err != nil {
-		return err
-	}
-	if err := checkRole(&cfg); err != nil {
-		return err
-	}
-	knobs, err := director.Profile(cfg.Profile)
+	knobs, cpiProfile, err := prepare(&cfg)
 	if err != nil {
 		return err
 	}
-	for _, name := range cfg.Knobs {
-		if err := knobs.Set(name); err != nil {
-			return err
-		}
-	}
-	cpiProfile := cpiv2.ProfileDirectorCurrent
-	if cfg.CPIProfile != "" {
-		if cpiProfile, err = cpiv2.ParseProfile(cfg.CPIProfile); err != nil {
-			return err
-		}
-	}
-	cpiProfile = director.CPIProfile(knobs, cpiProfile)
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return fmt.Errorf("launch: %w", err)
-	}
-	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			err = errors.Join(err, closers[i]())
-		}
-	}()
+	var cl closers
+	defer func() { err = errors.Join(err, cl.close()) }()
 	// One director per data dir: a second one would overwrite its CA and
 	// database. kill -9 releases the lock too.
 	lock, err := datadir.Acquire(cfg.DataDir, "cpilab director")
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
-	closers = append(closers, lock.Release)
+	cl.add(lock.Release)
 	// I/O edge: the real runtime of a served director, seeded from the wall
 	// clock (launch is wiring, not director logic).
 	r := rt.Real(uint64(time.Now().UnixNano()))
@@ -175,49 +141,22 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		uuid = sharedUUID(cfg.Database)
 		mbusName = uuid + "-" + cfg.Role + "-" + randomHex(4)
 	}
-	var w *world
-	natsURL := cfg.NATSURL
-	if cfg.CPIConfig != "" {
-		if w, err = remoteWorld(cfg, r, cpiProfile, knobs.LenientCPIWire, mbusName); err != nil {
-			return err
-		}
-		closers = append(closers, w.close)
-		natsURL = w.mbus
-	} else {
-		if natsURL == "" {
-			srv, err := mbus.StartEmbedded(mbus.EmbeddedConfig{})
-			if err != nil {
-				return fmt.Errorf("launch: embedded NATS: %w", err)
-			}
-			closers = append(closers, func() error { srv.Shutdown(); return nil })
-			natsURL = srv.URL()
-		}
-		tr, err := mbus.Connect(mbus.NATSConfig{URL: natsURL})
-		if err != nil {
-			return fmt.Errorf("launch: mbus %s: %w", natsURL, err)
-		}
-		closers = append(closers, tr.Close)
-		l, err := lab.New(lab.Config{Runtime: r, DataDir: filepath.Join(cfg.DataDir, "fakeiaas"), FakeIaaSStore: "sqlite",
-			Transport: tr, CPIProfile: cpiProfile, LenientCPIWire: knobs.LenientCPIWire, CPIMaxAPIVersion: cfg.CPIMaxAPIVersion, CPICommand: cfg.CPICommand,
-			DirectorUUID: mbusName})
-		if err != nil {
-			return err
-		}
-		closers = append(closers, l.Close)
-		w = &world{cpi: l.CPI, inv: l, agents: l.Agents, cloud: l.Cloud}
+	w, natsURL, err := startWorld(cfg, r, cpiProfile, knobs, mbusName, &cl)
+	if err != nil {
+		return err
 	}
 	st, err := openStore(cfg, filepath.Join(cfg.DataDir, "director.db"))
 	if err != nil {
 		return err
 	}
-	closers = append(closers, st.Close)
+	cl.add(st.Close)
 	var observe func(director.LockEvent)
 	if cfg.LockLog != "" {
 		ll, err := openLockLog(cfg.LockLog)
 		if err != nil {
 			return err
 		}
-		closers = append(closers, ll.Close)
+		cl.add(ll.Close)
 		observe = ll.record
 	}
 	owner := ""
@@ -231,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	closers = append(closers, d.Close)
+	cl.add(d.Close)
 	if cfg.Role == RoleWorker {
 		fmt.Fprintf(cfg.Out, "cpilab director %s worker %s (profile %s, CPI caller %s, mbus %s, database %s)\n", uuid, owner,
 			profileName(cfg), cpiProfile.Name, natsURL, redact.DSN(cfg.Database))
@@ -241,35 +180,148 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		<-ctx.Done()
 		return nil
 	}
-	users := cfg.Users
-	if len(users) == 0 {
-		users = []director.User{{Name: "admin", Password: randomHex(12), Scopes: []string{director.ScopeAdmin}}}
-	}
-	auth, err := director.NewAuth(director.AuthConfig{Users: users, Runtime: r})
+	info, err := serveAPI(cfg, r, d, w, &cl)
 	if err != nil {
 		return err
-	}
-	api, err := director.NewAPI(director.APIConfig{Director: d, Auth: auth, DataDir: filepath.Join(cfg.DataDir, "stemcells")})
-	if err != nil {
-		return err
-	}
-	srv, err := director.Serve(director.ServeConfig{Handler: api.Handler(), Addr: cfg.Listen, PlainHTTP: cfg.PlainHTTP})
-	if err != nil {
-		return err
-	}
-	closers = append(closers, srv.Close)
-	info := Info{URL: srv.URL(), CACertPEM: srv.CACertPEM(), Users: users, Cloud: w.cloud}
-	if len(info.CACertPEM) > 0 {
-		info.CACertPath = filepath.Join(cfg.DataDir, "ca.pem")
-		if err := os.WriteFile(info.CACertPath, info.CACertPEM, 0o644); err != nil {
-			return fmt.Errorf("launch: %w", err)
-		}
 	}
 	fmt.Fprintf(cfg.Out, "cpilab director %s (profile %s, CPI caller %s, mbus %s)\n  url: %s\n", uuid,
 		profileName(cfg), cpiProfile.Name, natsURL, info.URL)
 	if cfg.Database != "" {
 		fmt.Fprintf(cfg.Out, "  role: %s  owner: %s  database: %s\n", cfg.Role, owner, redact.DSN(cfg.Database))
 	}
+	if err := announce(cfg, info); err != nil {
+		return err
+	}
+	if cfg.Ready != nil {
+		cfg.Ready(info)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// closers are what Run closes when it returns, last opened first.
+type closers []func() error
+
+func (c *closers) add(f func() error) { *c = append(*c, f) }
+
+func (c closers) close() error {
+	var err error
+	for i := len(c) - 1; i >= 0; i-- {
+		err = errors.Join(err, c[i]())
+	}
+	return err
+}
+
+// prepare fills cfg's defaults, refuses what cannot work, makes the data
+// directory, and returns the profile's knobs and the CPI caller profile.
+func prepare(cfg *Config) (director.Knobs, cpiv2.Profile, error) {
+	if cfg.DataDir == "" {
+		return director.Knobs{}, cpiv2.Profile{}, errors.New("launch: Config.DataDir is required")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:25555"
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	if err := checkListen(cfg.Listen, cfg.PlainHTTP); err != nil {
+		return director.Knobs{}, cpiv2.Profile{}, err
+	}
+	if err := checkRole(cfg); err != nil {
+		return director.Knobs{}, cpiv2.Profile{}, err
+	}
+	knobs, err := director.Profile(cfg.Profile)
+	if err != nil {
+		return knobs, cpiv2.Profile{}, err
+	}
+	for _, name := range cfg.Knobs {
+		if err := knobs.Set(name); err != nil {
+			return knobs, cpiv2.Profile{}, err
+		}
+	}
+	cpiProfile := cpiv2.ProfileDirectorCurrent
+	if cfg.CPIProfile != "" {
+		if cpiProfile, err = cpiv2.ParseProfile(cfg.CPIProfile); err != nil {
+			return knobs, cpiProfile, err
+		}
+	}
+	cpiProfile = director.CPIProfile(knobs, cpiProfile)
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return knobs, cpiProfile, fmt.Errorf("launch: %w", err)
+	}
+	return knobs, cpiProfile, nil
+}
+
+// startWorld starts what the director drives: the remote fake cloud of
+// --cpi-config, or an in-process lab (fake cloud, agents, an embedded NATS
+// unless cfg names one). It returns the world and the mbus URL.
+func startWorld(cfg Config, r rt.Runtime, cpiProfile cpiv2.Profile, knobs director.Knobs, mbusName string, cl *closers) (*world, string, error) {
+	if cfg.CPIConfig != "" {
+		w, err := remoteWorld(cfg, r, cpiProfile, knobs.LenientCPIWire, mbusName)
+		if err != nil {
+			return nil, "", err
+		}
+		cl.add(w.close)
+		return w, w.mbus, nil
+	}
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		srv, err := mbus.StartEmbedded(mbus.EmbeddedConfig{})
+		if err != nil {
+			return nil, "", fmt.Errorf("launch: embedded NATS: %w", err)
+		}
+		cl.add(func() error { srv.Shutdown(); return nil })
+		natsURL = srv.URL()
+	}
+	tr, err := mbus.Connect(mbus.NATSConfig{URL: natsURL})
+	if err != nil {
+		return nil, "", fmt.Errorf("launch: mbus %s: %w", natsURL, err)
+	}
+	cl.add(tr.Close)
+	l, err := lab.New(lab.Config{Runtime: r, DataDir: filepath.Join(cfg.DataDir, "fakeiaas"), FakeIaaSStore: "sqlite",
+		Transport: tr, CPIProfile: cpiProfile, LenientCPIWire: knobs.LenientCPIWire, CPIMaxAPIVersion: cfg.CPIMaxAPIVersion, CPICommand: cfg.CPICommand,
+		DirectorUUID: mbusName})
+	if err != nil {
+		return nil, "", err
+	}
+	cl.add(l.Close)
+	return &world{cpi: l.CPI, inv: l, agents: l.Agents, cloud: l.Cloud}, natsURL, nil
+}
+
+// serveAPI serves the director's API with cfg's users (or an admin with a
+// random password) and writes its CA certificate into the data directory.
+func serveAPI(cfg Config, r rt.Runtime, d *director.Director, w *world, cl *closers) (Info, error) {
+	users := cfg.Users
+	if len(users) == 0 {
+		users = []director.User{{Name: "admin", Password: randomHex(12), Scopes: []string{director.ScopeAdmin}}}
+	}
+	auth, err := director.NewAuth(director.AuthConfig{Users: users, Runtime: r})
+	if err != nil {
+		return Info{}, err
+	}
+	api, err := director.NewAPI(director.APIConfig{Director: d, Auth: auth, DataDir: filepath.Join(cfg.DataDir, "stemcells")})
+	if err != nil {
+		return Info{}, err
+	}
+	srv, err := director.Serve(director.ServeConfig{Handler: api.Handler(), Addr: cfg.Listen, PlainHTTP: cfg.PlainHTTP})
+	if err != nil {
+		return Info{}, err
+	}
+	cl.add(srv.Close)
+	info := Info{URL: srv.URL(), CACertPEM: srv.CACertPEM(), Users: users, Cloud: w.cloud}
+	if len(info.CACertPEM) > 0 {
+		info.CACertPath = filepath.Join(cfg.DataDir, "ca.pem")
+		if err := os.WriteFile(info.CACertPath, info.CACertPEM, 0o644); err != nil {
+			return info, fmt.Errorf("launch: %w", err)
+		}
+	}
+	return info, nil
+}
+
+// announce prints how to reach the served director (its CA file, the
+// generated admin password) and the next steps, with example files.
+func announce(cfg Config, info Info) error {
+	users := info.Users
 	if info.CACertPath != "" {
 		fmt.Fprintf(cfg.Out, "  ca_cert: %s\n", info.CACertPath)
 	}
@@ -285,10 +337,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		password = users[0].Password
 	}
 	writeNextSteps(cfg.Out, info, examples, admin, password)
-	if cfg.Ready != nil {
-		cfg.Ready(info)
-	}
-	<-ctx.Done()
 	return nil
 }
 

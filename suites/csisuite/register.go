@@ -178,5 +178,21 @@ func Run(_ context.Context, rc RunConfig, opts suites.RunOptions) (types.Report,
 	if rc.Endpoint != "" && rc.Backend == BackendBOSH && rc.World == "" {
 		return types.Report{}, errors.New("csisuite: the BOSH checks need the driver started on cpilab's embedded world: give its world file, or use --backend none with --endpoint")
 	}
-	return suites.RunTree("cpilab CSI driver certification", func() { Register(&rc) }, opts)
+	return suites.RunTree(Description, func() { Register(&rc) }, opts)
 }
+
+// Areas are the report's columns for this suite, in order, with what each
+// checks (the legend of its matrix).
+var Areas = []suites.AreaDoc{
+	{ID: "sanity", Title: "csi-sanity: every spec that applies to the driver's declared capabilities"},
+	{ID: "identity", Title: "the node id is the BOSH instance; Director calls hold only dynamic-disk scopes"},
+	{ID: "controller", Title: "CreateVolume idempotent, sized and conflict-checked; error codes; ListVolumes pages"},
+	{ID: "attach", Title: "publish attaches the disk to the node's VM, idempotently; unpublish detaches"},
+	{ID: "node", Title: "staging waits for the device, mounts the right one, read-only when asked, and cleans up"},
+	{ID: "data", Title: "data survives restaging and moves between nodes; only a blank device is formatted"},
+	{ID: "expand", Title: "expansion, when declared, grows the cloud disk and the filesystem"},
+	{ID: "faults", Title: "with the Director down, controller calls fail UNAVAILABLE and converge on retry"},
+}
+
+// Description is the suite's Ginkgo description.
+const Description = "cpilab CSI driver certification"

@@ -39,25 +39,9 @@ func Test(t GinkgoTestingT, cfg Config) bool {
 	return RunSpecs(t, "cpilab dynamic disks API certification")
 }
 
-// RunOptions configure Run.
-type RunOptions struct {
-	// LabelFilter is a Ginkgo label filter, e.g. "area:auth || race:a".
-	LabelFilter string
-	// Focus are regexps on the full spec text; only matching specs run.
-	Focus []string
-	// Skip are regexps on the full spec text; matching specs do not run.
-	Skip []string
-	// JUnitReport and JSONReport are files Ginkgo writes its reports to.
-	JUnitReport, JSONReport string
-	// Output receives Ginkgo's verbose output when Verbose is set
-	// (default: discarded).
-	Output  io.Writer
-	Verbose bool
-	// Progress is called after each spec that ran.
-	Progress func(SpecResult)
-	// Timeout bounds the whole run (default 30 min).
-	Timeout time.Duration
-}
+// RunOptions configure Run: the one shape every cpilab suite takes
+// (suites.RunOptions). Its Timeout defaults to 30 min here.
+type RunOptions = suites.RunOptions
 
 // Run registers the suite and runs it outside go test (the `cpilab
 // certify-director` path), returning the summary. It owns the process's
@@ -105,11 +89,7 @@ func RunReport(ctx context.Context, cfg Config, opts RunOptions) (types.Report, 
 		opts.Timeout = 30 * time.Minute
 	}
 	var r *run
-	report, err := suites.RunTree(Description, func() { r = describe(&cfg, ctx) }, opts.suites(func(_, _ int, sr *types.SpecReport) {
-		if sr != nil && opts.Progress != nil {
-			opts.Progress(specResult(*sr))
-		}
-	}))
+	report, err := suites.RunTree(Description, func() { r = describe(&cfg, ctx) }, opts)
 	if err != nil || r == nil {
 		return report, err
 	}
@@ -133,12 +113,7 @@ func (e *CappedError) Unwrap() error { return e.Err }
 // List returns the specs a run with opts would run, without running
 // anything (a Ginkgo dry run).
 func List(opts RunOptions) ([]suites.SpecInfo, error) {
-	return suites.ListTree(Description, func() { describe(&Config{}, context.Background()) }, opts.suites(nil))
-}
-
-func (opts RunOptions) suites(progress func(done, total int, sr *types.SpecReport)) suites.RunOptions {
-	return suites.RunOptions{LabelFilter: opts.LabelFilter, Focus: opts.Focus, Skip: opts.Skip, JUnitReport: opts.JUnitReport,
-		JSONReport: opts.JSONReport, Output: opts.Output, Verbose: opts.Verbose, Timeout: opts.Timeout, Progress: progress}
+	return suites.ListTree(Description, func() { describe(&Config{}, context.Background()) }, opts)
 }
 
 // Areas are the report's columns for this suite, in order, with what each
