@@ -70,6 +70,8 @@ func TestStrictRefusesSymlinks(t *testing.T) {
 		{"read through a link", func() error { _, err := r.ReadFile("/out-abs/secret"); return err }()},
 		{"read a link", func() error { _, err := r.ReadFile("/abs"); return err }()},
 		{"mkdir under a link", r.MkdirAll("/var/vcap/data/dd/new", 0o755)},
+		{"mkdir of a link to an existing directory", r.MkdirAll("/var/vcap/data/dd", 0o755)},
+		{"mkdir of an existing directory under a link", r.MkdirAll("/var/vcap/data/dd/dir", 0o755)},
 		{"write under a link", r.WriteFileAtomic("/out-rel/secret", []byte("x"), 0o644)},
 		{"remove under a link", r.Remove("/out-abs/secret")},
 		{"removeall under a link", r.RemoveAll("/var/vcap/data/dd/dir")},
@@ -93,6 +95,29 @@ func TestStrictRefusesSymlinks(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(outside, p)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s created outside", p)
 		}
+	}
+}
+
+// MkdirAll of directories that are all there already succeeds and changes
+// nothing; of a path whose last component is a file, it fails.
+func TestMkdirAllExisting(t *testing.T) {
+	r, root, _ := tree(t)
+	for _, p := range []string{"/", "/var", "/var/vcap/bosh", "/dev/disk/by-id/"} {
+		if err := r.MkdirAll(p, 0o700); err != nil {
+			t.Errorf("MkdirAll(%q) of an existing directory: %v", p, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(root, "var/vcap/bosh")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("existing directory's mode changed: %v %v", fi, err)
+	}
+	if err := r.MkdirAll("/dev/sdc", 0o755); err == nil {
+		t.Errorf("MkdirAll of a regular file: no error")
+	}
+	if err := r.MkdirAll("/var/vcap/store/a/b", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(root, "var/vcap/store/a/b")); err != nil || !fi.IsDir() {
+		t.Errorf("MkdirAll made no directory: %v", err)
 	}
 }
 
