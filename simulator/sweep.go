@@ -139,7 +139,8 @@ func raiseGC() (restore func()) {
 }
 
 // Sweep runs every seed of cfg.Seeds, cfg.Parallelism at a time, and
-// collects the failures. Cancelling ctx stops starting new seeds.
+// collects the failures. Cancelling ctx stops starting new seeds. While it
+// runs, the garbage collector's target is at least sweepGCPercent.
 func Sweep(ctx context.Context, cfg SweepConfig) (SweepResult, error) {
 	if cfg.Run == nil {
 		return SweepResult{}, fmt.Errorf("sweep: no Run function")
