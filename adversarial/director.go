@@ -23,7 +23,6 @@ import (
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
-	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/rt"
 )
 
@@ -56,7 +55,7 @@ func startDirWorld(ctx context.Context, e *env) (*dirWorld, error) {
 		return nil, err
 	}
 	w := &dirWorld{e: e, lab: l, acked: map[string]string{}, tokens: map[string]string{}, provided: map[string]bool{}}
-	d, err := director.New(director.Config{Runtime: r, Store: store.NewMemory(), CPI: l.CPI, Agents: l.Agents, Inventory: l,
+	d, err := director.New(director.Config{Runtime: r, CPI: l.CPI, Agents: l.Agents, Inventory: l,
 		AgentTimeout: 10 * time.Second, AgentPingTimeout: time.Second, VMLockTimeout: 20 * time.Second})
 	if err != nil {
 		_ = l.Close()

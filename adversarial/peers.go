@@ -19,7 +19,7 @@ import (
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
-	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/director/launch"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
 	"github.com/cpilab/cpilab/flexvolume"
@@ -297,7 +297,7 @@ func peerDSN(ctx context.Context, t *tally, r *rand.Rand) {
 		t.add(OracleLeak, input, "redacted form shows the password: %s", red)
 	}
 	cctx, cancel := context.WithTimeout(ctx, peerBound)
-	_, err := store.OpenPostgres(cctx, store.PostgresConfig{URL: f.dsn})
+	_, err := launch.OpenPostgres(cctx, f.dsn)
 	cancel()
 	if err != nil && leaked(err.Error()) {
 		t.add(OracleLeak, input, "the store's error shows the password")

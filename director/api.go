@@ -600,7 +600,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, _ Principal) err
 	}
 	dep := q.Get("deployment")
 	ctxID, byContext := q["context_id"]
-	tasks, err := a.d.Tasks(limit, func(t *Task) bool {
+	tasks, err := a.d.tasks(limit, false, func(t *Task) bool {
 		return (len(states) == 0 || states[string(t.State)]) && (dep == "" || t.Deployment == dep) &&
 			(verbose != "1" || verboseTypes[t.Type]) && (!byContext || ctxID[0] == "")
 	})
@@ -637,7 +637,11 @@ func rubyToI(s string) int {
 
 // readableTask loads a task the caller may read: readers see every task; a
 // dynamic-disk-scoped caller sees only its own.
-func (a *API) readableTask(r *http.Request, p Principal) (Task, error) {
+func (a *API) readableTask(r *http.Request, p Principal) (Task, error) { return a.readTask(r, p, true) }
+
+// readTask is readableTask; with logs false the task's event and debug logs
+// are left out (what the task views show has none of them).
+func (a *API) readTask(r *http.Request, p Principal, logs bool) (Task, error) {
 	s := r.PathValue("id")
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id < 1 {
@@ -648,7 +652,7 @@ func (a *API) readableTask(r *http.Request, p Principal) (Task, error) {
 	if !reader && (!diskScoped(p) || a.d.cfg.Knobs.DiskScopesCannotReadTasks) {
 		return Task{}, scopeError(sets)
 	}
-	t, err := a.d.Task(id)
+	t, err := a.d.task(id, logs)
 	if errors.Is(err, ErrNotFound) {
 		return Task{}, &Error{Status: http.StatusNotFound, Code: CodeTaskNotFound, Message: fmt.Sprintf("Task %d not found", id)}
 	}
@@ -664,7 +668,7 @@ func (a *API) readableTask(r *http.Request, p Principal) (Task, error) {
 }
 
 func (a *API) getTask(w http.ResponseWriter, r *http.Request, p Principal) error {
-	t, err := a.readableTask(r, p)
+	t, err := a.readTask(r, p, false)
 	if err != nil {
 		return err
 	}

@@ -345,12 +345,22 @@ func (d *Director) QueueLen(queue string) int {
 }
 
 // Task returns the task with the given ID.
-func (d *Director) Task(id int64) (Task, error) {
+func (d *Director) Task(id int64) (Task, error) { return d.task(id, true) }
+
+// task is Task; with logs false the task's Events and Debug are left empty
+// (not decoded: they are most of a stored task's bytes).
+func (d *Director) task(id int64, logs bool) (Task, error) {
 	var t Task
 	var ok bool
 	err := d.st.View(func(tx store.Tx) error {
 		var err error
-		ok, err = tx.Get(store.Tasks, store.IDKey(id), &t)
+		if logs {
+			ok, err = tx.Get(store.Tasks, store.IDKey(id), &t)
+			return err
+		}
+		var nl taskNoLogs
+		ok, err = tx.Get(store.Tasks, store.IDKey(id), &nl)
+		t = nl.Task
 		return err
 	})
 	if err != nil {
@@ -362,15 +372,42 @@ func (d *Director) Task(id int64) (Task, error) {
 	return t, nil
 }
 
+// taskNoLogs decodes a stored task without its logs: its Events and Debug
+// fields hide Task's, and skip what they are given.
+type taskNoLogs struct {
+	Task
+	Events skipJSON `json:"events,omitempty"`
+	Debug  skipJSON `json:"debug,omitempty"`
+}
+
+// skipJSON decodes any JSON value to nothing.
+type skipJSON struct{}
+
+func (*skipJSON) UnmarshalJSON([]byte) error { return nil }
+
 // Tasks lists tasks, newest first, at most limit (≤ 0: all), keeping those
 // for which keep returns true (nil: all).
 func (d *Director) Tasks(limit int, keep func(*Task) bool) ([]Task, error) {
+	return d.tasks(limit, true, keep)
+}
+
+// tasks is Tasks; with logs false each task's Events and Debug are left
+// empty (as task does).
+func (d *Director) tasks(limit int, logs bool, keep func(*Task) bool) ([]Task, error) {
 	var out []Task
 	err := d.st.View(func(tx store.Tx) error {
 		return tx.List(store.Tasks, func(_ string, raw []byte) error {
 			var t Task
-			if err := json.Unmarshal(raw, &t); err != nil {
-				return err
+			if logs {
+				if err := json.Unmarshal(raw, &t); err != nil {
+					return err
+				}
+			} else {
+				var nl taskNoLogs
+				if err := json.Unmarshal(raw, &nl); err != nil {
+					return err
+				}
+				t = nl.Task
 			}
 			if keep == nil || keep(&t) {
 				out = append(out, t)

@@ -47,8 +47,11 @@ func BenchmarkRaceDetection(b *testing.B) {
 }
 
 // BenchmarkWorldSweep measures simulated steps per second (runtime scheduling
-// decisions) and seeds per second of a reference sweep with faults, 200
-// workload steps per seed, on every core (target: ≥ 50,000 steps/s).
+// decisions) and seeds per second of the default sweep ('cpilab simulate
+// --seeds A..B --faults default --profile reference': 200 workload steps per
+// seed, on every core), 100 seeds an iteration.
+//
+//	go test ./simulator -run - -bench WorldSweep -benchtime 3x
 func BenchmarkWorldSweep(b *testing.B) {
 	spec, err := faults.ParseSpec(simulator.ReferenceSweepFaults)
 	if err != nil {

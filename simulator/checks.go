@@ -234,7 +234,11 @@ func readLinks(root string) map[string]string {
 
 // lastOK maps each disk name whose last operation (by call) is an OK
 // provide or attach, every operation on it having returned, to what that
-// operation promised.
+// operation promised. An operation on the name that was still running when
+// that one was called may take effect after it (a hard stop queued behind
+// an attach detaches the disk again), so the name then has no promise; an
+// eviction from another VM is no such operation, as it leaves a disk
+// attached elsewhere alone.
 func lastOK(history []porcupine.Operation) map[string]Promise {
 	last := map[string]porcupine.Operation{}
 	open := map[string]bool{}
@@ -247,10 +251,22 @@ func lastOK(history []porcupine.Operation) map[string]Promise {
 			last[in.Disk] = op
 		}
 	}
+	overlapped := map[string]bool{}
+	for _, op := range history {
+		in := op.Input.(diskmodel.Input)
+		l := last[in.Disk]
+		if op.Call == l.Call || op.Return < l.Call {
+			continue
+		}
+		if in.Kind == diskmodel.Evict && in.VM != l.Input.(diskmodel.Input).VM {
+			continue
+		}
+		overlapped[in.Disk] = true
+	}
 	out := map[string]Promise{}
 	for name, op := range last {
 		in := op.Input.(diskmodel.Input)
-		if open[name] || (in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach) {
+		if open[name] || overlapped[name] || (in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach) {
 			continue
 		}
 		if o := op.Output.(diskmodel.Output); o.Outcome == diskmodel.OK && o.CID != "" {

@@ -48,6 +48,7 @@
 //     it gave the workload (liveness); every IaaS disk is listed by the
 //     API, as a dynamic disk or an orphan (no leak); the API's list matches
 //     the IaaS, and the last OK provide or attach of each name still holds
+//     when no other operation on the name was running as it was called
 //     (records); and the VM roots' symlinks match the IaaS attachments
 //     (each reaching its disk's device);
 //   - after every operation: a failed one is explained by a fault on its

@@ -18,7 +18,6 @@ import (
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
-	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/refcpi"
 	directorfixtures "github.com/cpilab/cpilab/fixtures/director"
@@ -120,8 +119,8 @@ type World struct {
 	// Cloud is the fake IaaS; its State is the oracle.
 	Cloud *fakeiaas.Cloud
 	// Store is the director's store, which every director generation
-	// shares (what a restart recovers from).
-	Store *store.Memory
+	// shares (what a restart recovers from). No checker reads it.
+	Store director.Store
 	// Instances are the deployment's instance IDs, by index (set up once).
 	Instances []string
 	// Deployment is the deployment's name.
@@ -224,7 +223,7 @@ func NewWorld(cfg WorldConfig) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.Store = store.NewMemory()
+	w.Store = director.MemoryStore()
 	if err := w.startDirector(); err != nil {
 		return nil, err
 	}
@@ -252,7 +251,7 @@ func (w *World) startDirector() error {
 	w.liveGen = gen
 	w.mu.Unlock()
 	d, err := director.New(director.Config{
-		Runtime: w.s, Store: &genStore{w: w, gen: gen, st: w.Store}, CPI: &faultCPI{w: w, gen: gen},
+		Runtime: w.s, Store: director.GuardedStore(w.Store, func() { w.checkAlive(gen) }), CPI: &faultCPI{w: w, gen: gen},
 		Agents: &genAgents{w: w, gen: gen}, Inventory: inventory{w.Cloud}, UUID: fmt.Sprintf("director-%d", gen), Knobs: w.knobs,
 		AgentTimeout: 30 * time.Second, AgentPingTimeout: 5 * time.Second, VMLockTimeout: 60 * time.Second,
 		LockLease: w.cfg.LockLease, DynamicDiskWorkers: w.cfg.DiskWorkers,
@@ -494,21 +493,6 @@ func (w *World) WaitTask(id int64, timeout time.Duration) (t director.TaskView, 
 }
 
 // ---- the director's store, CPI and agents, per generation ----
-
-// genStore is the director's view of the store: a crashed generation's
-// calls never return.
-type genStore struct {
-	w   *World
-	gen int
-	st  store.Store
-}
-
-func (g *genStore) Update(fn func(store.Tx) error) error {
-	g.w.checkAlive(g.gen)
-	return g.st.Update(fn)
-}
-func (g *genStore) View(fn func(store.Tx) error) error { g.w.checkAlive(g.gen); return g.st.View(fn) }
-func (g *genStore) Close() error                       { return nil }
 
 // genAgents is the director's agent client: gated, and dead with its
 // generation.

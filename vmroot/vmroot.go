@@ -81,9 +81,14 @@ func (r *Root) Resolve(p string) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", &fs.PathError{Op: "resolve", Path: p, Err: fmt.Errorf("%w: NUL byte", ErrEscape)}
 	}
-	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	cur := "/"
-	hops := 0
+	cur, _, err := r.walk(p, "/", 0, strings.Split(strings.TrimPrefix(p, "/"), "/"))
+	return cur, err
+}
+
+// walk is Resolve's loop: it goes on from guest directory cur, already
+// resolved with hops links followed, through the elements of rest, and
+// returns where it ends and the links followed in all. Errors name p.
+func (r *Root) walk(p, cur string, hops int, rest []string) (string, int, error) {
 	for len(rest) > 0 {
 		el := rest[0]
 		rest = rest[1:]
@@ -97,32 +102,32 @@ func (r *Root) Resolve(p string) (string, error) {
 		next := path.Join(cur, el)
 		fi, err := r.Lstat(next)
 		if err != nil {
-			return "", err
+			return "", hops, err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			if len(rest) > 0 && !fi.IsDir() {
-				return "", &fs.PathError{Op: "resolve", Path: p, Err: fmt.Errorf("%s is not a directory: %w", next, fs.ErrNotExist)}
+				return "", hops, &fs.PathError{Op: "resolve", Path: p, Err: fmt.Errorf("%s is not a directory: %w", next, fs.ErrNotExist)}
 			}
 			cur = next
 			continue
 		}
 		hops++
 		if hops > MaxLinkHops {
-			return "", &fs.PathError{Op: "resolve", Path: p, Err: errors.New("too many levels of symbolic links")}
+			return "", hops, &fs.PathError{Op: "resolve", Path: p, Err: errors.New("too many levels of symbolic links")}
 		}
 		target, err := r.Readlink(next)
 		if err != nil {
-			return "", err
+			return "", hops, err
 		}
 		if strings.IndexByte(target, 0) >= 0 {
-			return "", &fs.PathError{Op: "resolve", Path: next, Err: fmt.Errorf("%w: NUL byte in link target", ErrEscape)}
+			return "", hops, &fs.PathError{Op: "resolve", Path: next, Err: fmt.Errorf("%w: NUL byte in link target", ErrEscape)}
 		}
 		if strings.HasPrefix(target, "/") {
 			cur = "/"
 		}
 		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
 	}
-	return cur, nil
+	return cur, hops, nil
 }
 
 // Exists reports whether guest path p exists, following links inside the
@@ -153,36 +158,74 @@ func (r *Root) Glob(pattern string) ([]string, error) {
 	if !strings.HasPrefix(pattern, "/") {
 		pattern = "/" + pattern
 	}
-	cur := []string{"/"}
+	if strings.IndexByte(pattern, 0) >= 0 {
+		return nil, nil // Resolve refuses every path with a NUL: nothing matches
+	}
+	// Each candidate keeps where its guest path resolves (once known) and the
+	// links followed to get there, so a longer path goes on from there
+	// instead of walking again from the root: the same answer as
+	// Resolve(guest), without its look-ups of the prefix.
+	type cand struct {
+		guest, real string // real: "" until resolved
+		hops        int
+		parent      *cand // of a match not yet resolved
+	}
+	// A match is resolved when a longer pattern needs it (its parent always
+	// is: the directory read to find it).
+	resolved := func(c *cand) bool {
+		if c.real != "" {
+			return true
+		}
+		real, hops, err := r.walk(c.guest, c.parent.real, c.parent.hops, []string{path.Base(c.guest)})
+		if err != nil {
+			return false
+		}
+		c.real, c.hops, c.parent = real, hops, nil
+		return true
+	}
+	cur := []*cand{{guest: "/", real: "/"}}
 	for _, el := range strings.Split(pattern[1:], "/") {
 		if el == "" {
 			continue
 		}
-		var next []string
+		var next []*cand
 		for _, dir := range cur {
 			if !strings.ContainsAny(el, `*?[\`) {
-				p := path.Join(dir, el)
-				if _, err := r.Resolve(p); err == nil {
-					next = append(next, p)
+				p := path.Join(dir.guest, el)
+				if el == ".." {
+					// path.Join drops ".." lexically: resolve what it names.
+					if real, err := r.Resolve(p); err == nil {
+						next = append(next, &cand{guest: p, real: real})
+					}
+					continue
+				}
+				if !resolved(dir) {
+					continue
+				}
+				if real, hops, err := r.walk(p, dir.real, dir.hops, []string{el}); err == nil {
+					next = append(next, &cand{guest: p, real: real, hops: hops})
 				}
 				continue
 			}
-			real, err := r.Resolve(dir)
-			if err != nil {
+			if !resolved(dir) {
 				continue
 			}
-			names, err := r.ReadDir(real)
+			names, err := r.ReadDir(dir.real)
 			if err != nil {
 				continue
 			}
 			for _, n := range names {
 				if ok, _ := path.Match(el, n.Name()); ok {
-					next = append(next, path.Join(dir, n.Name()))
+					next = append(next, &cand{guest: path.Join(dir.guest, n.Name()), parent: dir})
 				}
 			}
 		}
 		cur = next
 	}
-	sort.Strings(cur)
-	return cur, nil
+	var out []string
+	for _, c := range cur {
+		out = append(out, c.guest)
+	}
+	sort.Strings(out)
+	return out, nil
 }

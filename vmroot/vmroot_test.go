@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cpilab/cpilab/vmroot"
@@ -70,6 +72,8 @@ func TestStrictRefusesSymlinks(t *testing.T) {
 		{"read through a link", func() error { _, err := r.ReadFile("/out-abs/secret"); return err }()},
 		{"read a link", func() error { _, err := r.ReadFile("/abs"); return err }()},
 		{"mkdir under a link", r.MkdirAll("/var/vcap/data/dd/new", 0o755)},
+		{"mkdir of a link to an existing directory", r.MkdirAll("/var/vcap/data/dd", 0o755)},
+		{"mkdir of an existing directory under a link", r.MkdirAll("/var/vcap/data/dd/dir", 0o755)},
 		{"write under a link", r.WriteFileAtomic("/out-rel/secret", []byte("x"), 0o644)},
 		{"remove under a link", r.Remove("/out-abs/secret")},
 		{"removeall under a link", r.RemoveAll("/var/vcap/data/dd/dir")},
@@ -93,6 +97,29 @@ func TestStrictRefusesSymlinks(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(outside, p)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s created outside", p)
 		}
+	}
+}
+
+// MkdirAll of directories that are all there already succeeds and changes
+// nothing; of a path whose last component is a file, it fails.
+func TestMkdirAllExisting(t *testing.T) {
+	r, root, _ := tree(t)
+	for _, p := range []string{"/", "/var", "/var/vcap/bosh", "/dev/disk/by-id/"} {
+		if err := r.MkdirAll(p, 0o700); err != nil {
+			t.Errorf("MkdirAll(%q) of an existing directory: %v", p, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(root, "var/vcap/bosh")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("existing directory's mode changed: %v %v", fi, err)
+	}
+	if err := r.MkdirAll("/dev/sdc", 0o755); err == nil {
+		t.Errorf("MkdirAll of a regular file: no error")
+	}
+	if err := r.MkdirAll("/var/vcap/store/a/b", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(root, "var/vcap/store/a/b")); err != nil || !fi.IsDir() {
+		t.Errorf("MkdirAll made no directory: %v", err)
 	}
 }
 
@@ -202,5 +229,80 @@ func TestResolveAndGlobInRoot(t *testing.T) {
 	}
 	if b, err := r.ReadFileIn("/dev/disk/by-id/virtio-1"); err != nil || string(b) != "disk" {
 		t.Errorf("ReadFileIn = %q, %v", b, err)
+	}
+}
+
+// globByResolve is Glob as specified: each element matched in the directory
+// its guest prefix resolves to, every prefix resolved from the root.
+func globByResolve(r *vmroot.Root, pattern string) []string {
+	if !strings.HasPrefix(pattern, "/") {
+		pattern = "/" + pattern
+	}
+	cur := []string{"/"}
+	for _, el := range strings.Split(pattern[1:], "/") {
+		if el == "" {
+			continue
+		}
+		var next []string
+		for _, dir := range cur {
+			if !strings.ContainsAny(el, `*?[\`) {
+				if _, err := r.Resolve(path.Join(dir, el)); err == nil {
+					next = append(next, path.Join(dir, el))
+				}
+				continue
+			}
+			real, err := r.Resolve(dir)
+			if err != nil {
+				continue
+			}
+			names, err := r.ReadDir(real)
+			if err != nil {
+				continue
+			}
+			for _, n := range names {
+				if ok, _ := path.Match(el, n.Name()); ok {
+					next = append(next, path.Join(dir, n.Name()))
+				}
+			}
+		}
+		cur = next
+	}
+	slices.Sort(cur)
+	return cur
+}
+
+// Glob, which goes on from each resolved prefix, matches the specification
+// that resolves every prefix from the root: through links, chains of links,
+// dangling links, "..", "." and a loop.
+func TestGlobMatchesResolveEverywhere(t *testing.T) {
+	r, root, _ := tree(t)
+	links := map[string]string{
+		"dev/disk/by-id/virtio-2": "virtio-1", "dev/disk/by-id/dangling": "../../none",
+		"dev/disk/by-uuid": "by-id", "d": "dev/disk", "dd": "/d", "loop1": "loop2", "loop2": "loop1",
+		"dev/disk/by-id/dirlink": "/var/vcap",
+	}
+	for p, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patterns := []string{"/dev/disk/by-id/*", "/dev/disk/*/virtio-*", "/d/by-*/*", "/dd/by-uuid/virtio-2",
+		"/dd/by-id/dirlink/*", "/dd/by-id/dirlink/bosh", "/*/disk/by-id/virtio-1", "/dev/disk/by-id/./virtio-1",
+		"/dev/disk/by-id/dirlink/../vcap/*", "/up/*/sdc", "/loop1/*", "/*/*", "/*", "/dev/disk/by-id/dangling",
+		"/dev/disk/by-id/dangling/x", "/d/../dev/sd?", "/dev/sdc/x", "/dev/disk/by-id/virtio-[12]", "dev/*/by-id"}
+	matched := 0
+	for _, p := range patterns {
+		got, err := r.Glob(p)
+		if err != nil {
+			t.Errorf("Glob(%q): %v", p, err)
+			continue
+		}
+		matched += len(got)
+		if want := globByResolve(r, p); !slices.Equal(got, want) {
+			t.Errorf("Glob(%q) = %q; resolving every prefix gives %q", p, got, want)
+		}
+	}
+	if matched < 20 {
+		t.Errorf("the patterns matched %d paths in all: the tree no longer exercises Glob", matched)
 	}
 }

@@ -189,5 +189,16 @@ func openStore(cfg Config, path string) (store.Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return store.OpenPostgres(ctx, store.PostgresConfig{URL: cfg.Database})
+	return OpenPostgres(ctx, cfg.Database)
+}
+
+// OpenPostgres opens the director's store in the PostgreSQL database at dsn
+// (a URL or key=value connection string), as 'cpilab director --database'
+// does; its errors never show the password.
+func OpenPostgres(ctx context.Context, dsn string) (director.Store, error) {
+	st, err := store.OpenPostgres(ctx, store.PostgresConfig{URL: dsn})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }

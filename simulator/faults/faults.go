@@ -27,6 +27,11 @@ const (
 	// SeamVM counts VMs created; the name is "create_vm" (the simulator
 	// draws a VM's faults before it has a CID).
 	SeamVM Seam = "vm"
+	// SeamClock is virtual time from the start of a run: the storage-sizing
+	// simulation's faults (StorageKinds) each hold over a span of it. The
+	// dynamic-disk simulation counts no operation on it, so its specs and
+	// schedules refuse these kinds.
+	SeamClock Seam = "clock"
 )
 
 // Kind is a kind of fault.
@@ -65,6 +70,23 @@ const (
 	MbusDelay Kind = "mbus-delay"
 )
 
+// The storage-sizing simulation's fault kinds, on SeamClock: each holds
+// from a time to a time of the run.
+const (
+	// ControllerDown: the storage controller is not running (it restarts
+	// after).
+	ControllerDown Kind = "controller-down"
+	// DirectorDown: every Director call fails.
+	DirectorDown Kind = "director-down"
+	// ResizeFails: resize tasks started in the span fail.
+	ResizeFails Kind = "resize-fails"
+	// VMRecreate: the VM is recreated: a resize in flight fails, and no
+	// usage is reported for the span.
+	VMRecreate Kind = "vm-recreate"
+	// AgentDown: the agent reports no usage.
+	AgentDown Kind = "agent-down"
+)
+
 type kindInfo struct {
 	seam     Seam
 	duration bool          // takes a duration
@@ -82,13 +104,22 @@ var kinds = map[Kind]kindInfo{
 	VMRestartOnAttach: {seam: SeamVM},
 	MbusLost:          {seam: SeamMbus},
 	MbusDelay:         {SeamMbus, true, time.Millisecond, 5 * time.Second},
+	ControllerDown:    {seam: SeamClock, duration: true},
+	DirectorDown:      {seam: SeamClock, duration: true},
+	ResizeFails:       {seam: SeamClock, duration: true},
+	VMRecreate:        {seam: SeamClock, duration: true},
+	AgentDown:         {seam: SeamClock, duration: true},
 }
 
 // Kinds lists every kind in canonical order.
 var Kinds = []Kind{CPIError, LostResponse, Latency, DirectorCrash, AgentUnresponsive, AgentRestart,
 	AgentOld, VMRestartOnAttach, MbusLost, MbusDelay}
 
-var seams = []Seam{SeamStep, SeamCPI, SeamAgent, SeamMbus, SeamVM}
+// StorageKinds lists the storage-sizing simulation's kinds, in the order it
+// draws them from.
+var StorageKinds = []Kind{ControllerDown, DirectorDown, ResizeFails, VMRecreate, AgentDown}
+
+var seams = []Seam{SeamStep, SeamCPI, SeamAgent, SeamMbus, SeamVM, SeamClock}
 
 // A kind listed in Kinds but not classified in kinds (its seam, whether it
 // takes a duration), or the other way round, or classified on an unknown
@@ -96,8 +127,13 @@ var seams = []Seam{SeamStep, SeamCPI, SeamAgent, SeamMbus, SeamVM}
 // operation left unclassified: a fault nobody can inject or parse is never
 // silently drawn.
 func init() {
-	if err := checkClassified(Kinds, kinds); err != nil {
+	if err := checkClassified(slices.Concat(Kinds, StorageKinds), kinds); err != nil {
 		panic(err)
+	}
+	for _, k := range StorageKinds {
+		if kinds[k].seam != SeamClock {
+			panic(fmt.Sprintf("faults: storage-sizing kind %q is classified on seam %q, not %q", k, kinds[k].seam, SeamClock))
+		}
 	}
 }
 
@@ -105,7 +141,7 @@ func checkClassified(list []Kind, classified map[Kind]kindInfo) error {
 	for _, k := range list {
 		info, ok := classified[k]
 		if !ok {
-			return fmt.Errorf("faults: kind %q is listed in Kinds but not classified", k)
+			return fmt.Errorf("faults: kind %q is listed in Kinds or StorageKinds but not classified", k)
 		}
 		if !slices.Contains(seams, info.seam) {
 			return fmt.Errorf("faults: kind %q is classified on unknown seam %q", k, info.seam)
@@ -113,14 +149,19 @@ func checkClassified(list []Kind, classified map[Kind]kindInfo) error {
 	}
 	for k := range classified {
 		if !slices.Contains(list, k) {
-			return fmt.Errorf("faults: kind %q is classified but missing from Kinds", k)
+			return fmt.Errorf("faults: kind %q is classified but missing from Kinds and StorageKinds", k)
 		}
 	}
 	return nil
 }
 
-// Valid reports whether k is a known kind.
-func (k Kind) Valid() bool { _, ok := kinds[k]; return ok }
+// Valid reports whether k is a kind the dynamic-disk simulation injects
+// (one of Kinds).
+func (k Kind) Valid() bool { i, ok := kinds[k]; return ok && i.seam != SeamClock }
+
+// Storage reports whether k is one of the storage-sizing simulation's kinds
+// (StorageKinds).
+func (k Kind) Storage() bool { i, ok := kinds[k]; return ok && i.seam == SeamClock }
 
 // Seam is the seam whose operations k's faults are counted on.
 func (k Kind) Seam() Seam { return kinds[k].seam }

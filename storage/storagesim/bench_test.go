@@ -1,9 +1,12 @@
 package storagesim
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/cpilab/cpilab/simulator"
 	"github.com/cpilab/cpilab/storage"
 )
 
@@ -21,6 +24,45 @@ func BenchmarkFourWeeks(b *testing.B) {
 	}
 	wall := time.Since(start)
 	b.ReportMetric(float64(sim)/float64(wall), "sim/wall")
+}
+
+// BenchmarkStorageSweep runs the storage-sizing sweep as 'cpilab simulate
+// --workload storage --seeds A..B' does (reference profile, every core, 100
+// seeds an iteration) and reports seeds/s and steps/s, a step being one
+// reconcile tick (target: ≥ 50 seeds/s on 2 cores).
+//
+//	go test ./storage/storagesim -run - -bench StorageSweep -benchtime 3x
+func BenchmarkStorageSweep(b *testing.B) {
+	next := simulator.Seed(1)
+	var steps int64
+	var runs int
+	var elapsed time.Duration
+	for range b.N {
+		res, err := simulator.Sweep(context.Background(), simulator.SweepConfig{
+			Seeds: simulator.SeedRange{From: next, To: next + 99},
+			Run: func(s simulator.Seed) simulator.RunReport {
+				res, err := Run(Generate(uint64(s)))
+				if err != nil {
+					return simulator.RunReport{Err: err}
+				}
+				if res.Failed() {
+					return simulator.RunReport{Steps: int64(res.Ticks), Err: fmt.Errorf("seed %d: %v", s, res.Violations[0])}
+				}
+				return simulator.RunReport{Steps: int64(res.Ticks)}
+			}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if f := res.First(); f != nil {
+			b.Fatal(f)
+		}
+		next += 100
+		steps += res.Steps
+		runs += res.Runs
+		elapsed += res.Elapsed
+	}
+	b.ReportMetric(float64(runs)/elapsed.Seconds(), "seeds/s")
+	b.ReportMetric(float64(steps)/elapsed.Seconds(), "steps/s")
 }
 
 // BenchmarkDecide measures the controller's decision alone.

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/storage"
 )
 
@@ -62,14 +63,14 @@ func Generate(seed uint64) Config {
 		wl.RateMiBPerHour = size * r.Float64() * 0.002
 		wl.BurstMiB = size * (0.05 + r.Float64()*0.3)
 	}
-	var faults []Fault
-	kinds := []string{ControllerDown, DirectorDown, ResizeFails, VMRecreate, AgentDown}
+	var fs []Fault
+	kinds := faults.StorageKinds
 	for range r.IntN(6) {
-		faults = append(faults, Fault{
+		fs = append(fs, Fault{
 			Kind: kinds[r.IntN(len(kinds))],
 			At:   time.Duration(r.Int64N(int64(27 * 24 * time.Hour))),
 			For:  time.Duration(1+r.IntN(240)) * time.Minute,
 		})
 	}
-	return Config{Seed: seed, Policy: p, Provider: prov, Workload: wl, Faults: faults, InitialUsedMiB: size * r.Float64() * 0.7}
+	return Config{Seed: seed, Policy: p, Provider: prov, Workload: wl, Faults: fs, InitialUsedMiB: size * r.Float64() * 0.7}
 }

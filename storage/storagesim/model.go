@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/storage"
 )
 
@@ -23,18 +24,19 @@ type Provider struct {
 	Latency time.Duration
 }
 
-// Fault kinds.
+// Fault kinds: simulator/faults' storage-sizing kinds (faults.StorageKinds),
+// the one fault vocabulary of the project's simulations.
 const (
-	ControllerDown = "controller-down" // the controller is not running (restarted after)
-	DirectorDown   = "director-down"   // every Director call fails
-	ResizeFails    = "resize-fails"    // resize tasks started in the span fail
-	VMRecreate     = "vm-recreate"     // the VM is recreated: a resize in flight fails, no usage for the span
-	AgentDown      = "agent-down"      // no usage reports
+	ControllerDown = faults.ControllerDown // the controller is not running (restarted after)
+	DirectorDown   = faults.DirectorDown   // every Director call fails
+	ResizeFails    = faults.ResizeFails    // resize tasks started in the span fail
+	VMRecreate     = faults.VMRecreate     // the VM is recreated: a resize in flight fails, no usage for the span
+	AgentDown      = faults.AgentDown      // no usage reports
 )
 
 // Fault is one fault over a span of virtual time from the start of the run.
 type Fault struct {
-	Kind string
+	Kind faults.Kind // one of faults.StorageKinds
 	At   time.Duration
 	For  time.Duration
 }
@@ -84,7 +86,7 @@ var errDirectorDown = errors.New("director unavailable (simulated outage)")
 
 func (w *world) since() time.Duration { return w.now.Sub(w.start) }
 
-func (w *world) faultActive(kind string) bool {
+func (w *world) faultActive(kind faults.Kind) bool {
 	for _, f := range w.faults {
 		if f.Kind == kind && f.active(w.since()) {
 			return true

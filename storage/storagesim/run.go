@@ -213,9 +213,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("unknown workload %q (steady, bursty, spike-delete, oscillating)", cfg.Workload.Kind)
 	}
 	for _, f := range cfg.Faults {
-		switch f.Kind {
-		case ControllerDown, DirectorDown, ResizeFails, VMRecreate, AgentDown:
-		default:
+		if !f.Kind.Storage() {
 			return cfg, fmt.Errorf("unknown fault %q", f.Kind)
 		}
 		if f.At < 0 || f.For <= 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/simulator/scenario"
 	"github.com/cpilab/cpilab/storage"
 )
@@ -219,7 +220,7 @@ func parseCommand(c *scenario.Command) (Config, error) {
 			cfg.Workload = Workload{Kind: lp.str("kind"), RateMiBPerHour: lp.float("rate"), BurstMiB: lp.float("burst"), Period: lp.dur("period")}
 			cfg.InitialUsedMiB = lp.float("initial")
 		case "fault":
-			cfg.Faults = append(cfg.Faults, Fault{Kind: lp.str("kind"), At: lp.dur("at"), For: lp.dur("for")})
+			cfg.Faults = append(cfg.Faults, Fault{Kind: faults.Kind(lp.str("kind")), At: lp.dur("at"), For: lp.dur("for")})
 		default:
 			return cfg, fmt.Errorf("%s: unknown line %q (policy, emergency, steps, provider, workload, fault)", lp.pos, words[0])
 		}

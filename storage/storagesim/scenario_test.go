@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,37 @@ func TestShrinkKeepsTheViolation(t *testing.T) {
 	}
 	if small.Duration >= 28*24*time.Hour || len(small.Faults) > len(cfg.Faults) {
 		t.Fatalf("not smaller: %s/%d faults from 4 weeks/%d", small.Duration, len(small.Faults), len(cfg.Faults))
+	}
+}
+
+// A failing seed's faults shrink as every failing simulation's do
+// (simulator/shrink): to a 1-minimal list, each fault left needed for the
+// violation. Seed 14 under no-cooldown fails with five faults, one of which
+// the violation needs.
+func TestShrinkLeavesOnlyNeededFaults(t *testing.T) {
+	cfg := Generate(14)
+	cfg.Profile = storage.Profile{NoCooldown: true}
+	res, _ := Run(cfg)
+	if !res.Failed() || len(cfg.Faults) < 2 {
+		t.Fatalf("seed 14 under no-cooldown: failed %v with %d faults; pick another seed that fails with several", res.Failed(), len(cfg.Faults))
+	}
+	small, sres, err := Shrink(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := res.Violations[0].Invariant
+	if !sres.Failed() || sres.Violations[0].Invariant != want {
+		t.Fatalf("shrunk run: %v, want %s", sres.Violations, want)
+	}
+	if len(small.Faults) == 0 || len(small.Faults) >= len(cfg.Faults) {
+		t.Fatalf("shrunk from %d faults to %d: want fewer, and at least the one the violation needs", len(cfg.Faults), len(small.Faults))
+	}
+	for i := range small.Faults {
+		c := small
+		c.Faults = slices.Delete(slices.Clone(small.Faults), i, i+1)
+		if r, err := Run(c); err == nil && r.Failed() && r.Violations[0].Invariant == want {
+			t.Errorf("fault %d (%s) of the shrunk run can go: the list is not 1-minimal", i, small.Faults[i])
+		}
 	}
 }
 

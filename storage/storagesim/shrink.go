@@ -5,11 +5,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cpilab/cpilab/simulator/shrink"
 	"github.com/cpilab/cpilab/storage"
 )
 
 // Shrink makes a failing cfg smaller while it still breaks the same
-// invariant as its first violation: a shorter run, fewer faults, rounder
+// invariant as its first violation: a shorter run, fewer faults (by
+// simulator/shrink, the simulator's shrinker), rounder
 // workload numbers, default policy fields. It returns the smallest Config
 // found and its Result. cfg must fail.
 func Shrink(cfg Config) (Config, Result, error) {
@@ -34,18 +36,15 @@ func Shrink(cfg Config) (Config, Result, error) {
 	c := cfg
 	c.Duration = res.Violations[0].At + cfg.Tick
 	try(c)
-	// Drop faults, one at a time, until none can go.
-	for changed := true; changed; {
-		changed = false
-		for i := range cfg.Faults {
-			c := cfg
-			c.Faults = slices.Delete(slices.Clone(cfg.Faults), i, i+1)
-			if try(c) {
-				changed = true
-				break
-			}
-		}
-	}
+	// Drop faults with the simulator's shrinker (delta debugging), as every
+	// failing seed's fault schedule is shrunk, until none can go. Each
+	// failing candidate becomes cfg (try), so cfg ends with the 1-minimal
+	// list Minimize returns and res with its run.
+	shrink.Minimize(cfg.Faults, func(fs []Fault) bool {
+		c := cfg
+		c.Faults = fs
+		return try(c)
+	}, shrink.Options{})
 	// Rounder numbers.
 	for _, f := range []func(*Config){
 		func(c *Config) {

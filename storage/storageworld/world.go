@@ -28,7 +28,6 @@ import (
 
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
-	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/rt"
 )
 
@@ -107,7 +106,7 @@ func New(cfg Config) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := director.New(director.Config{Runtime: cfg.Runtime, Store: store.NewMemory(), CPI: l.CPI, Agents: l.Agents,
+	d, err := director.New(director.Config{Runtime: cfg.Runtime, CPI: l.CPI, Agents: l.Agents,
 		Inventory: l, Knobs: cfg.Knobs, AgentTimeout: 30 * time.Second, AgentPingTimeout: 2 * time.Second, InDoubtBackoff: time.Second})
 	if err != nil {
 		_ = l.Close()

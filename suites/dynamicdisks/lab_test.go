@@ -20,7 +20,6 @@ import (
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/lab"
 	"github.com/cpilab/cpilab/director/launch"
-	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fixtures/directorbugs"
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/suites/dynamicdisks"
@@ -104,7 +103,7 @@ func child(profile, report string) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
-	d, err := director.New(director.Config{Runtime: r, Store: store.NewMemory(), CPI: l.CPI, Agents: l.Agents, Inventory: l,
+	d, err := director.New(director.Config{Runtime: r, CPI: l.CPI, Agents: l.Agents, Inventory: l,
 		Knobs: knobs, AgentTimeout: 10 * time.Second, AgentPingTimeout: time.Second, VMLockTimeout: 20 * time.Second})
 	if err != nil {
 		return err
