@@ -287,33 +287,7 @@ func runDirector(ctx context.Context, e *env, t *tally, n int) error {
 		}
 		switch k {
 		case 0: // bad or missing tokens, and scopes that do not reach the route
-			rt := pick(r, dirRoutes)
-			hdr := map[string]string{}
-			switch r.IntN(6) {
-			case 0:
-				hdr["Authorization"] = ""
-			case 1:
-				hdr["Authorization"] = "Bearer " + w.tokens["other-key"]
-			case 2:
-				hdr["Authorization"] = "Bearer " + noneAlg()
-			case 3:
-				hdr["Authorization"] = "Bearer " + pathSegment(name) // a header carries no control bytes
-			case 4:
-				hdr["Authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:wrong"))
-			default:
-				hdr["Authorization"] = "Bearer " + w.tokens[pick(r, []string{"none", "foreign", "read"})]
-				if rt.method == "GET" && !strings.HasPrefix(rt.path, "/dynamic_disks") && strings.Contains(hdr["Authorization"], w.tokens["read"]) {
-					rt = dirRoutes[1] // bosh.read may read; aim at a write instead
-				}
-			}
-			if rt.method != "GET" && r.IntN(2) == 0 {
-				hdr["Authorization"] = "Bearer " + w.tokens["disks"]
-				rt = pick(r, dirRoutes[9:])
-			}
-			input = fmt.Sprintf("%s %s with %.50s", rt.method, rt.path, hdr["Authorization"])
-			rep := w.p.do(ctx, rt.method, rt.path, hdr, []byte(`{}`))
-			w.record(rep)
-			judge(t, input, rep, true, dirClear)
+			input = w.badTokens(ctx, e, t, name)
 		case 1, 2: // bodies that are not what the route wants
 			path := pick(r, routes)
 			body := pick(r, bodies)
@@ -336,43 +310,9 @@ func runDirector(ctx context.Context, e *env, t *tally, n int) error {
 				w.mu.Unlock()
 			}
 		case 5: // hostile names in the path
-			op := pick(r, []struct{ method, suffix string }{{"POST", "/attach"}, {"POST", "/detach"}, {"DELETE", ""}, {"GET", ""}, {"POST", "/resize"}})
-			path := "/dynamic_disks/" + pathSegment(name) + op.suffix
-			body := mustJSON(map[string]any{"instance_id": w.insts[0].ID, "new_size": 8})
-			input = fmt.Sprintf("%s %.80s", op.method, path)
-			rep := w.p.do(ctx, op.method, path, nil, body)
-			if c, why := rep.crashed(); c {
-				t.add(OracleCrash, input, why)
-				break
-			}
-			w.mu.Lock()
-			exists := w.provided[name]
-			w.mu.Unlock()
-			if (op.method == "DELETE" && rep.status == http.StatusFound && !badDirectorName(name)) || exists || name == "." || name == ".." {
-				// Deleting an absent disk succeeds, as upstream; a name an
-				// earlier input provided is no longer hostile here; "." and
-				// ".." are URL dot segments, removed before routing.
-				w.record(rep)
-				break
-			}
-			clear := (rep.status >= 400 && rep.status < 500 && dirClear(rep)) || w.taskRefused(t, input, rep)
-			t.expectError(input, clear, fmt.Sprintf("HTTP %d %s", rep.status, shorten(string(rep.body))))
+			input = w.hostilePath(ctx, e, t, name)
 		case 6: // sizes and metadata past their bounds, wrong types
-			size := pick(r, []any{-1, 1 << 44, 1 << 62, director.MaxDiskSizeMiB + 1, "4", 4.5, nil, true, "1e309", []int{4}})
-			meta := oversizedMetadata(r, director.MaxMetadataKeys, director.MaxMetadataKeyLen, director.MaxMetadataValueLen)
-			body := map[string]any{"disk_name": "sized", "disk_size": size, "disk_pool_name": "small", "instance_id": w.insts[0].ID}
-			what := fmt.Sprintf("disk_size %v", size)
-			if size == nil || r.IntN(3) == 0 {
-				body["disk_size"], body["metadata"], what = 4, meta, fmt.Sprintf("metadata of %d keys", len(meta))
-			}
-			var b []byte
-			if size == "1e309" && body["disk_size"] != 4 {
-				b = []byte(`{"disk_name":"sized","disk_size":1e309,"disk_pool_name":"small","instance_id":"` + w.insts[0].ID + `"}`)
-			} else {
-				b, _ = json.Marshal(body)
-			}
-			input = "provide with " + what
-			judge(t, input, w.p.do(ctx, http.MethodPost, "/dynamic_disks/provide", nil, b), true, dirClear)
+			input = w.outOfBounds(ctx, e, t, name)
 		case 7: // queries, task ids
 			path := pick(r, []string{"/tasks?limit=" + pathSegment(name) + "x", "/tasks?limit=-1", "/tasks?limit=1000000000",
 				"/tasks?state=" + pathSegment(strings.Repeat("q", 2000)), "/tasks/" + pathSegment(name) + "x", "/tasks/-1",
@@ -380,27 +320,7 @@ func runDirector(ctx context.Context, e *env, t *tally, n int) error {
 			input = "GET " + path
 			judge(t, input, w.p.do(ctx, http.MethodGet, path, nil, nil), true, dirClear)
 		case 8: // stemcells, cloud configs, manifests that must be refused
-			switch r.IntN(3) {
-			case 0:
-				loc := pick(r, []string{"../../../../" + strings.TrimPrefix(e.outside, "/"), e.outside + "/file", e.outside, "/proc/self/environ", "/dev/zero", name})
-				input = "upload stemcell from " + loc
-				rep := w.p.do(ctx, http.MethodPost, "/stemcells", nil, mustJSON(map[string]any{"location": loc}))
-				clear := (rep.status >= 400 && rep.status < 500 && dirClear(rep)) || w.taskRefused(t, input, rep)
-				if c, why := rep.crashed(); c {
-					t.add(OracleCrash, input, why)
-				}
-				t.expectError(input, clear, fmt.Sprintf("HTTP %d %s", rep.status, shorten(string(rep.body))))
-			default:
-				path := pick(r, []string{"/cloud_configs", "/deployments"})
-				body := pick(r, [][]byte{[]byte("{"), []byte("- ["), []byte("\tazs: 5"), []byte("azs: 5"), []byte("name: [x"), bytes.Repeat([]byte("a: "), 1<<20)})
-				input = fmt.Sprintf("POST %s %.40q", path, body)
-				rep := w.p.do(ctx, http.MethodPost, path, map[string]string{"Content-Type": "text/yaml"}, body)
-				clear := (rep.status >= 400 && rep.status < 500 && dirClear(rep)) || w.taskRefused(t, input, rep)
-				if c, why := rep.crashed(); c {
-					t.add(OracleCrash, input, why)
-				}
-				t.expectError(input, clear, fmt.Sprintf("HTTP %d %s", rep.status, shorten(string(rep.body))))
-			}
+			input = w.refusedUploads(ctx, e, t, name)
 		case 9: // the token endpoint
 			form := pick(r, []string{"grant_type=password&username=admin&password=" + pathSegment(name), "grant_type=" + pathSegment(name),
 				"%zz", strings.Repeat("a=b&", 50000), "grant_type=client_credentials&client_id=admin&client_secret="})
@@ -435,6 +355,119 @@ func runDirector(ctx context.Context, e *env, t *tally, n int) error {
 	err = w.close()
 	w.srv, w.p = nil, nil
 	return errors.Join(err, os.RemoveAll(filepath.Join(e.dir, "lab")), os.RemoveAll(filepath.Join(e.dir, "stemcells")))
+}
+
+// badTokens sends a request with a bad or missing token, or one whose
+// scopes do not reach the route, which must be refused (401/403).
+func (w *dirWorld) badTokens(ctx context.Context, e *env, t *tally, name string) string {
+	r := e.rng
+	rt := pick(r, dirRoutes)
+	hdr := map[string]string{}
+	switch r.IntN(6) {
+	case 0:
+		hdr["Authorization"] = ""
+	case 1:
+		hdr["Authorization"] = "Bearer " + w.tokens["other-key"]
+	case 2:
+		hdr["Authorization"] = "Bearer " + noneAlg()
+	case 3:
+		hdr["Authorization"] = "Bearer " + pathSegment(name) // a header carries no control bytes
+	case 4:
+		hdr["Authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:wrong"))
+	default:
+		hdr["Authorization"] = "Bearer " + w.tokens[pick(r, []string{"none", "foreign", "read"})]
+		if rt.method == "GET" && !strings.HasPrefix(rt.path, "/dynamic_disks") && strings.Contains(hdr["Authorization"], w.tokens["read"]) {
+			rt = dirRoutes[1] // bosh.read may read; aim at a write instead
+		}
+	}
+	if rt.method != "GET" && r.IntN(2) == 0 {
+		hdr["Authorization"] = "Bearer " + w.tokens["disks"]
+		rt = pick(r, dirRoutes[9:])
+	}
+	input := fmt.Sprintf("%s %s with %.50s", rt.method, rt.path, hdr["Authorization"])
+	rep := w.p.do(ctx, rt.method, rt.path, hdr, []byte(`{}`))
+	w.record(rep)
+	judge(t, input, rep, true, dirClear)
+	return input
+}
+
+// hostilePath sends a hostile disk name in the path of a disk route: an
+// absent name is refused, or its task fails saying why.
+func (w *dirWorld) hostilePath(ctx context.Context, e *env, t *tally, name string) string {
+	r := e.rng
+	op := pick(r, []struct{ method, suffix string }{{"POST", "/attach"}, {"POST", "/detach"}, {"DELETE", ""}, {"GET", ""}, {"POST", "/resize"}})
+	path := "/dynamic_disks/" + pathSegment(name) + op.suffix
+	body := mustJSON(map[string]any{"instance_id": w.insts[0].ID, "new_size": 8})
+	input := fmt.Sprintf("%s %.80s", op.method, path)
+	rep := w.p.do(ctx, op.method, path, nil, body)
+	if c, why := rep.crashed(); c {
+		t.add(OracleCrash, input, why)
+		return input
+	}
+	w.mu.Lock()
+	exists := w.provided[name]
+	w.mu.Unlock()
+	if (op.method == "DELETE" && rep.status == http.StatusFound && !badDirectorName(name)) || exists || name == "." || name == ".." {
+		// Deleting an absent disk succeeds, as upstream; a name an
+		// earlier input provided is no longer hostile here; "." and
+		// ".." are URL dot segments, removed before routing.
+		w.record(rep)
+		return input
+	}
+	clear := (rep.status >= 400 && rep.status < 500 && dirClear(rep)) || w.taskRefused(t, input, rep)
+	t.expectError(input, clear, fmt.Sprintf("HTTP %d %s", rep.status, shorten(string(rep.body))))
+	return input
+}
+
+// outOfBounds provides with a size or metadata past their bounds, or of
+// the wrong type, which must be refused.
+func (w *dirWorld) outOfBounds(ctx context.Context, e *env, t *tally, name string) string {
+	r := e.rng
+	size := pick(r, []any{-1, 1 << 44, 1 << 62, director.MaxDiskSizeMiB + 1, "4", 4.5, nil, true, "1e309", []int{4}})
+	meta := oversizedMetadata(r, director.MaxMetadataKeys, director.MaxMetadataKeyLen, director.MaxMetadataValueLen)
+	body := map[string]any{"disk_name": "sized", "disk_size": size, "disk_pool_name": "small", "instance_id": w.insts[0].ID}
+	what := fmt.Sprintf("disk_size %v", size)
+	if size == nil || r.IntN(3) == 0 {
+		body["disk_size"], body["metadata"], what = 4, meta, fmt.Sprintf("metadata of %d keys", len(meta))
+	}
+	var b []byte
+	if size == "1e309" && body["disk_size"] != 4 {
+		b = []byte(`{"disk_name":"sized","disk_size":1e309,"disk_pool_name":"small","instance_id":"` + w.insts[0].ID + `"}`)
+	} else {
+		b, _ = json.Marshal(body)
+	}
+	input := "provide with " + what
+	judge(t, input, w.p.do(ctx, http.MethodPost, "/dynamic_disks/provide", nil, b), true, dirClear)
+	return input
+}
+
+// refusedUploads sends a stemcell location outside what the Director may
+// read, or a cloud config or manifest that is not YAML it can take.
+func (w *dirWorld) refusedUploads(ctx context.Context, e *env, t *tally, name string) string {
+	r := e.rng
+	var input string
+	switch r.IntN(3) {
+	case 0:
+		loc := pick(r, []string{"../../../../" + strings.TrimPrefix(e.outside, "/"), e.outside + "/file", e.outside, "/proc/self/environ", "/dev/zero", name})
+		input = "upload stemcell from " + loc
+		rep := w.p.do(ctx, http.MethodPost, "/stemcells", nil, mustJSON(map[string]any{"location": loc}))
+		clear := (rep.status >= 400 && rep.status < 500 && dirClear(rep)) || w.taskRefused(t, input, rep)
+		if c, why := rep.crashed(); c {
+			t.add(OracleCrash, input, why)
+		}
+		t.expectError(input, clear, fmt.Sprintf("HTTP %d %s", rep.status, shorten(string(rep.body))))
+	default:
+		path := pick(r, []string{"/cloud_configs", "/deployments"})
+		body := pick(r, [][]byte{[]byte("{"), []byte("- ["), []byte("\tazs: 5"), []byte("azs: 5"), []byte("name: [x"), bytes.Repeat([]byte("a: "), 1<<20)})
+		input = fmt.Sprintf("POST %s %.40q", path, body)
+		rep := w.p.do(ctx, http.MethodPost, path, map[string]string{"Content-Type": "text/yaml"}, body)
+		clear := (rep.status >= 400 && rep.status < 500 && dirClear(rep)) || w.taskRefused(t, input, rep)
+		if c, why := rep.crashed(); c {
+			t.add(OracleCrash, input, why)
+		}
+		t.expectError(input, clear, fmt.Sprintf("HTTP %d %s", rep.status, shorten(string(rep.body))))
+	}
+	return input
 }
 
 // duplicates sends 8 concurrent provides of one new name: one IaaS disk

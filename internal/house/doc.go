@@ -3,7 +3,8 @@
 // The rules are the ones a newcomer relies on when walking the tree: every
 // package says what it holds in one short sentence (its go doc synopsis),
 // no function is too long to read in one sitting (table-shaped route and
-// flag registrations aside, each named in the test), the Director's store
-// stays inside the Director, and the project names no machine path. The
-// package holds no code; `go test ./internal/house` is the check.
+// flag registrations aside, each named in the test), and the project names
+// no machine path. That only the Director imports its store is
+// director/store's own test. The package holds no code; `go test
+// ./internal/house` is the check.
 package house

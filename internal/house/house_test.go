@@ -9,8 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -143,29 +141,6 @@ func TestAllowedLongFunctionsStillExist(t *testing.T) {
 	for key := range longFunctionsAllowed {
 		if !seen[key] {
 			t.Errorf("longFunctionsAllowed lists %q, which is no longer over %d lines: remove it", key, maxLines)
-		}
-	}
-}
-
-// storeOwners are the packages that may import the Director's store: the
-// Director itself and what builds a Director (its lab and its launcher).
-var storeOwners = []string{"director", "director/lab", "director/launch", "director/store"}
-
-// TestStoreStaysInsideTheDirector: no package outside the Director imports
-// its store, so checkers and tools decide from what a user can see (the
-// API, the task list, the cloud's oracle, the agents' links).
-func TestStoreStaysInsideTheDirector(t *testing.T) {
-	for _, p := range packages(t) {
-		if slices.Contains(storeOwners, p.rel) {
-			continue
-		}
-		for path, f := range p.files {
-			for _, imp := range f.Imports {
-				ip, _ := strconv.Unquote(imp.Path.Value)
-				if ip == module+"/director/store" {
-					t.Errorf("%s imports the Director's store (%s); go through the Director's API or its launcher", p.rel, filepath.Base(path))
-				}
-			}
 		}
 	}
 }
