@@ -456,6 +456,9 @@ func (k *checker) updated() {
 		if exists(b.Disks, cid) {
 			k.add(ClauseAnswers, "disk "+cid, "", "update_disk of %s returned %s, a disk that existed before", old, cid)
 		}
+		if exists(a.Disks, old) {
+			k.add(ClauseEffect, "disk "+old, "", "update_disk of %s answered the new disk %s and kept the old one (the caller forgets its CID: it leaks)", old, cid)
+		}
 	}
 	x, ok := a.Disks[cid]
 	if !ok {
