@@ -161,6 +161,7 @@ func (st *state) explore(ctx SpecContext) {
 		saved = fmt.Sprintf("could not be written (%v)", err)
 	}
 	AddReportEntry(EntryExploreSteps, f.Steps, ReportEntryVisibilityNever)
+	AddReportEntry(EntryExploreShrunk, f.Shown(), ReportEntryVisibilityNever)
 	clause := f.Violation.Clause
 	did := fmt.Sprintf("%s: a lifecycle broke the model; shrunk to %d steps (replay %s; cpilab certify --replay FILE runs it alone):\n%s",
 		what, len(f.Steps), saved, f.Explain())
@@ -181,4 +182,8 @@ func (st *state) explore(ctx SpecContext) {
 const (
 	EntryExplore      = "explore"
 	EntryExploreSteps = "explore_steps"
+	// EntryExploreShrunk holds the shrunk lifecycle as run: a
+	// []explore.ShownStep, each step's method, arguments (CIDs resolved)
+	// and result or error, the last with what it broke.
+	EntryExploreShrunk = "explore_shrunk"
 )

@@ -205,6 +205,18 @@ func TestExploreShrinksAndReplays(t *testing.T) {
 	if len(f1.Steps) > 10 {
 		t.Errorf("the failure was not shrunk: %d steps", len(f1.Steps))
 	}
+	shown := f1.Shown()
+	if len(shown) != len(f1.Done) || len(shown) == 0 {
+		t.Fatalf("Shown gave %d steps for %d run", len(shown), len(f1.Done))
+	}
+	for i, s := range shown {
+		if s.Method != f1.Done[i].Step.Method || strings.Contains(string(mustMarshal(s.Args)), `"$`) {
+			t.Errorf("shown step %d: %+v, want %s with its references resolved", i+1, s, f1.Done[i].Step.Method)
+		}
+	}
+	if last := shown[len(shown)-1]; len(last.Violations) == 0 || last.Violations[0].Clause != f1.Violation.Clause {
+		t.Errorf("the last shown step does not carry the violation %v: %+v", f1.Violation, last)
+	}
 	f2, _, err := explore.Explore(context.Background(), d, env, o)
 	if err != nil || f2 == nil || fmt.Sprint(f2.Steps) != fmt.Sprint(f1.Steps) {
 		t.Fatalf("the same seed gave another sequence:\n%v\n%v", f1.Steps, f2)
@@ -224,3 +236,5 @@ func TestExploreShrinksAndReplays(t *testing.T) {
 		t.Fatalf("the reference CPI fails the replay: %v %v", f, err)
 	}
 }
+
+func mustMarshal(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -294,3 +294,52 @@ func renumber(s Step, kind string, gone int) Step {
 	}
 	return s
 }
+
+// ShownStep is one step of a shrunk lifecycle as a report shows it: the
+// method, the arguments as sent (references resolved to CIDs), and what
+// the CPI answered.
+type ShownStep struct {
+	Method  string            `json:"method"`
+	Profile string            `json:"profile"`
+	Args    []json.RawMessage `json:"arguments"`
+	// Result is the result member (null on error); Error "type: message"
+	// when the CPI answered an error object.
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	// Violations are what the step broke (the last step's, in a failure).
+	Violations []cpimodel.Violation `json:"violations,omitempty"`
+	// NotChecked says why the model could not judge the step.
+	NotChecked string `json:"not_checked,omitempty"`
+}
+
+// Shown returns the steps the shrunk lifecycle ran, each with what the CPI
+// answered: the structured form of Explain, for reports.
+func (f *Failure) Shown() []ShownStep {
+	out := make([]ShownStep, 0, len(f.Done))
+	for _, d := range f.Done {
+		s := ShownStep{Method: d.Step.Method, Profile: d.Step.Profile, Args: d.Step.Args, Violations: d.Violations, NotChecked: d.NotChecked}
+		var req struct {
+			Arguments []json.RawMessage `json:"arguments"`
+		}
+		if json.Unmarshal([]byte(d.Request), &req) == nil && req.Arguments != nil {
+			s.Args = req.Arguments
+		}
+		var resp struct {
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(d.Response), &resp) == nil {
+			s.Result = resp.Result
+			if resp.Error != nil {
+				s.Error = resp.Error.Type + ": " + resp.Error.Message
+			}
+		} else {
+			s.NotChecked = "the response is not a CPI response: " + excerpt([]byte(d.Response))
+		}
+		out = append(out, s)
+	}
+	return out
+}
