@@ -411,8 +411,8 @@ func (k *checker) answeredGetDisks() {
 	c, b, a := k.c, k.b, k.a
 	vm, _ := c.str(0)
 	var got []string
-	if json.Unmarshal(k.r.Value, &got) != nil {
-		return // the shape is disk.get-disks's business
+	if json.Unmarshal(k.r.Value, &got) != nil || got == nil {
+		return // the shape (an array, not null) is disk.get-disks's business
 	}
 	slices.Sort(got)
 	want := attachedTo(a, vm)

@@ -25,6 +25,10 @@ type Options struct {
 	Lifecycles, MaxSteps int
 	// ShrinkTime bounds the shrinking of a failing lifecycle (default 20 s).
 	ShrinkTime time.Duration
+	// NoShrink returns the first failing lifecycle as drawn, up to the
+	// step that broke the model (for a test that asks only whether the
+	// budget finds a bug).
+	NoShrink bool
 	// Log, when set, gets rapid's own lines.
 	Log func(string)
 }
@@ -99,7 +103,7 @@ func Explore(ctx context.Context, d Driver, env Env, o Options) (*Failure, uint6
 	if !tb.Failed() {
 		return nil, seed, nil
 	}
-	if last != nil && last.Error == "" {
+	if last != nil && last.Error == "" && !o.NoShrink {
 		last = shrinkSteps(ctx, d, env, last)
 	}
 	if last != nil {
@@ -136,7 +140,10 @@ func rapidSettings(o Options) error {
 		_ = flag.CommandLine.Parse([]string{})
 	}
 	shrink := o.ShrinkTime
-	if shrink <= 0 {
+	switch {
+	case o.NoShrink:
+		shrink = time.Nanosecond
+	case shrink <= 0:
 		shrink = 20 * time.Second
 	}
 	for name, v := range map[string]string{
