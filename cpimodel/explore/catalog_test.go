@@ -30,7 +30,9 @@ func (d catalogDriver) Call(_ context.Context, req []byte) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-func (d catalogDriver) State(ctx context.Context) (cpimodel.State, error) { return d.ws.ModelState(ctx) }
+func (d catalogDriver) State(ctx context.Context) (cpimodel.State, error) {
+	return d.ws.ModelState(ctx)
+}
 
 // TestCatalogModelBugsBreakTheModel: the random lifecycles of a default
 // certify run (its seed and budget) find every model bug of the catalog
