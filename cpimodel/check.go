@@ -287,6 +287,9 @@ func (k *checker) rebooted() {
 		k.add(ClauseEffect, "vm "+vm, "", "reboot_vm succeeded and the VM is gone")
 	} else if y := b.VMs[vm]; x.Boots < y.Boots {
 		k.add(ClauseEffect, "vm "+vm, "boots", "the boot count went from %d to %d", y.Boots, x.Boots)
+	} else if x.Boots == y.Boots && y.Boots > 0 && k.sees(SeenDetails) {
+		// A cloud that counts boots (a count of 0 is one that does not).
+		k.add(ClauseEffect, "vm "+vm, "boots", "reboot_vm succeeded and the VM did not boot (boot count still %d)", x.Boots)
 	}
 	k.sameVM(vm, "boots", "devices")
 }

@@ -109,6 +109,7 @@ func TestCheck(t *testing.T) {
 		{"a view without details: attachments still judged", call("detach_disk", "vm-1", "d-1"), ok(nil), func(s *State) {
 			s.Unseen = map[string]string{SeenDetails: "not shown"}
 		}, "model.effect disk d-1 (attached_to)"},
+		{"reboot that boots nothing", call("reboot_vm", "vm-2"), ok(nil), func(s *State) {}, "model.effect vm vm-2 (boots)"},
 		{"get_disks misses one", call("get_disks", "vm-1"), ok([]string{"d-1"}), func(s *State) {}, "model.answers vm vm-1 (disks)"},
 		{"has_vm", call("has_vm", "vm-2"), ok(true), func(s *State) {}, ""},
 		{"resize NotSupported", call("resize_disk", "d-3", 1024), Result{Value: json.RawMessage("null"), ErrType: TypeNotSupported}, func(s *State) {}, ""},
