@@ -163,6 +163,12 @@ func (o *observer) ModelState(ctx context.Context) (cpimodel.State, error) {
 	s := cpimodel.Empty()
 	s.Registry = nil
 	var goneVMs, goneDisks []string
+	if _, no := unseen[cpimodel.SeenVMs]; no {
+		vms = nil // the CPI cannot say: not asked again
+	}
+	if _, no := unseen[cpimodel.SeenDisks]; no {
+		disks = nil
+	}
 	for _, cid := range vms {
 		has, why, err := o.ask(ctx, "has_vm", cid)
 		if err != nil {
