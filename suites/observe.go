@@ -203,7 +203,9 @@ func (o *observer) ModelState(ctx context.Context) (cpimodel.State, error) {
 		return s, err
 	}
 	if _, no := unseen[cpimodel.SeenVMs]; no {
+		// get_disks is asked of the VMs has_vm shows: none.
 		s.VMs = map[string]cpimodel.VM{}
+		unseen[cpimodel.SeenAttachments] = unseen[cpimodel.SeenVMs]
 	}
 	if _, no := unseen[cpimodel.SeenDisks]; no {
 		s.Disks = map[string]cpimodel.Disk{}
