@@ -146,8 +146,14 @@ func rapidSettings(o Options) error {
 	case shrink <= 0:
 		shrink = 20 * time.Second
 	}
+	checks := max(1, o.Lifecycles)
+	if testing.Short() {
+		// rapid runs a fifth of its checks under -short; the budget asked
+		// is the budget run (the same seed, the same lifecycles).
+		checks *= 5
+	}
 	for name, v := range map[string]string{
-		"rapid.seed": strconv.FormatUint(o.Seed, 10), "rapid.checks": strconv.Itoa(max(1, o.Lifecycles)),
+		"rapid.seed": strconv.FormatUint(o.Seed, 10), "rapid.checks": strconv.Itoa(checks),
 		"rapid.nofailfile": "true", "rapid.shrinktime": shrink.String(),
 	} {
 		if err := flag.Set(name, v); err != nil {
