@@ -100,6 +100,16 @@ func TestCheck(t *testing.T) {
 			delete(s.Disks, "d-3")
 			s.Disks["d-9"] = Disk{CID: "d-9", SizeMiB: 4096, CloudProperties: json.RawMessage(`{"type":"fast"}`)}
 		}, ""},
+		{"update_disk new CID keeps the old disk", call("update_disk", "d-3", 4096, map[string]string{"type": "fast"}), ok("d-9"), func(s *State) {
+			s.Disks["d-9"] = Disk{CID: "d-9", SizeMiB: 4096, CloudProperties: json.RawMessage(`{"type":"fast"}`)}
+		}, "model.effect disk d-3"},
+		{"a view without details: metadata not judged", call("set_vm_metadata", "vm-2", map[string]string{"name": "y"}), ok(nil), func(s *State) {
+			s.Unseen = map[string]string{SeenDetails: "not shown"}
+		}, ""},
+		{"a view without details: attachments still judged", call("detach_disk", "vm-1", "d-1"), ok(nil), func(s *State) {
+			s.Unseen = map[string]string{SeenDetails: "not shown"}
+		}, "model.effect disk d-1 (attached_to)"},
+		{"reboot that boots nothing", call("reboot_vm", "vm-2"), ok(nil), func(s *State) {}, "model.effect vm vm-2 (boots)"},
 		{"get_disks misses one", call("get_disks", "vm-1"), ok([]string{"d-1"}), func(s *State) {}, "model.answers vm vm-1 (disks)"},
 		{"has_vm", call("has_vm", "vm-2"), ok(true), func(s *State) {}, ""},
 		{"resize NotSupported", call("resize_disk", "d-3", 1024), Result{Value: json.RawMessage("null"), ErrType: TypeNotSupported}, func(s *State) {}, ""},

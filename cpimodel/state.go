@@ -15,7 +15,26 @@ type State struct {
 	// Registry holds the agent settings the registry has, by VM CID (nil
 	// when the cloud has no registry the oracle can read).
 	Registry map[string]Settings `json:"registry,omitempty"`
+	// Unseen names what this view of the cloud cannot show (a Seen*
+	// key), with why: a real cloud is seen through the CPI's own read
+	// methods only. Nil for the whole cloud (an oracle's view).
+	Unseen map[string]string `json:"unseen,omitempty"`
 }
+
+// What a view of the cloud may not show (State.Unseen keys).
+const (
+	SeenStemcells   = "stemcells"
+	SeenVMs         = "vms"
+	SeenDisks       = "disks"
+	SeenAttachments = "attachments"
+	SeenSnapshots   = "snapshots"
+	// SeenDetails: metadata, cloud_properties, sizes, agent ids, tags,
+	// networks, boots and devices.
+	SeenDetails = "details"
+)
+
+// Sees reports whether the state shows what (a Seen* key).
+func (s State) Sees(what string) bool { _, no := s.Unseen[what]; return !no }
 
 // Stemcell is an uploaded stemcell.
 type Stemcell struct {
@@ -112,5 +131,6 @@ func (s State) Clone() State {
 	if s.Registry != nil {
 		out.Registry = maps.Clone(s.Registry)
 	}
+	out.Unseen = maps.Clone(s.Unseen)
 	return out
 }

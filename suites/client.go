@@ -43,7 +43,7 @@ func NewClient(ctx context.Context, cfg Config, p cpiv2.Profile, s Switch) (*Cli
 		command: argv, timeout: cfg.Timeouts.Call, directorUUID: cfg.RunID + "-director",
 		seq: new(atomic.Int64), noRequestID: p.Name == cpiv2.ProfileCLI.Name,
 		secrets: configSecrets(argv),
-		frame:   framerFor(cfg.Oracle),
+		frame:   framerFor(cfg, argv),
 	}}
 	x := c.w.call(ctx, cpiv2.MethodInfo, nil, p.InfoAPIVersion, 0)
 	if err := x.Err(); err != nil {

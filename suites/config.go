@@ -61,6 +61,11 @@ type Config struct {
 	// Explore configures the random lifecycles of the explore row
 	// (default: a small seeded budget).
 	Explore Explore
+	// NoModelReads, on a cloud without an oracle, leaves the contract's
+	// model unchecked rather than reading the cloud through the CPI's own
+	// read methods (has_vm, has_disk, get_disks) around every call.
+	// Default false: the model checks what those reads show.
+	NoModelReads bool
 }
 
 // Target is how to run the CPI under test.

@@ -63,7 +63,15 @@ func (d exploreDriver) Call(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	_ = json.Unmarshal(body, &req)
 	x := &Exchange{Method: req.Method, Request: body, ExitCode: -1}
+	ob, _ := d.ws.(*observer)
+	if ob != nil {
+		ob.calling(x, callNamed)
+		ob.calling(x, callRunning)
+	}
 	d.w.run(ctx, x)
+	if ob != nil {
+		ob.calling(x, callEnded)
+	}
 	switch {
 	case x.RunErr != nil:
 		return nil, x.RunErr
@@ -99,13 +107,13 @@ func describeExplore(cfg *Config) {
 func (st *state) explore(ctx SpecContext) {
 	GinkgoHelper()
 	e := st.cfg.Explore
-	ws, ok := st.cfg.Oracle.(WholeState)
-	if !ok {
-		notChecked("the oracle cannot read the whole cloud (a Docker face or a real cloud): random lifecycles need the model's view after every step")
-	}
 	c, _, err := NewClient(ctx, st.cfg, cpiv2.ProfileDirectorCurrent, Switch{})
 	if err != nil && c == nil {
 		notChecked(fmt.Sprintf("info failed (%v); the contract contexts report it", err))
+	}
+	ws := modelView(st.cfg, c.w.command)
+	if ws == nil {
+		notChecked("the oracle cannot read the whole cloud (a Docker face), or the model's reads through the CPI are off: random lifecycles need the model's view after every step")
 	}
 	env := explore.Env{Stemcells: map[int]explore.StemcellImage{}, MaxAPIVersion: max(c.CPIMax, 1), RunID: st.cfg.RunID + "-explore",
 		VMCloudProperties: mustJSON(st.cfg.Env.VMCloudProperties), DiskCloudProperties: mustJSON(st.cfg.Env.DiskCloudProperties),

@@ -57,11 +57,13 @@ var (
 	framers   = map[WholeState]*framer{}
 )
 
-// framerFor returns the process's framer of o's cloud (nil when o cannot
-// read the whole cloud).
-func framerFor(o Oracle) *framer {
-	ws, ok := o.(WholeState)
-	if !ok {
+// framerFor returns the process's framer of cfg's cloud: the oracle's
+// whole cloud, or on a cloud without an oracle what the CPI's own read
+// methods show (an observer); nil when the oracle cannot read the whole
+// cloud, or the model's reads are off.
+func framerFor(cfg Config, argv []string) *framer {
+	ws := modelView(cfg, argv)
+	if ws == nil {
 		return nil
 	}
 	framersMu.Lock()
@@ -74,8 +76,12 @@ func framerFor(o Oracle) *framer {
 	return f
 }
 
-func (f *framer) begin(ctx context.Context) *frameCall {
+func (f *framer) begin(ctx context.Context, x *Exchange) *frameCall {
 	fc := &frameCall{}
+	if ob, ok := f.o.(*observer); ok {
+		ob.calling(x, callNamed)
+		defer ob.calling(x, callRunning)
+	}
 	f.mu.Lock()
 	if len(f.inflight) > 0 {
 		fc.overlapped = true
@@ -90,6 +96,9 @@ func (f *framer) begin(ctx context.Context) *frameCall {
 }
 
 func (f *framer) end(ctx context.Context, fc *frameCall, x *Exchange) *ModelCheck {
+	if ob, ok := f.o.(*observer); ok {
+		ob.calling(x, callEnded)
+	}
 	after, err := f.o.ModelState(ctx)
 	f.mu.Lock()
 	delete(f.inflight, fc)
@@ -113,6 +122,18 @@ func (f *framer) end(ctx context.Context, fc *frameCall, x *Exchange) *ModelChec
 	}
 	vs, why := cpimodel.Check(fc.before, c, r, after)
 	return &ModelCheck{Violations: vs, NotChecked: why}
+}
+
+// modelView is what the model reads of cfg's cloud (nil: nothing).
+func modelView(cfg Config, argv []string) WholeState {
+	if cfg.Oracle == nil {
+		if cfg.NoModelReads {
+			return nil
+		}
+		return observerFor(argv, cfg.Timeouts)
+	}
+	ws, _ := cfg.Oracle.(WholeState)
+	return ws
 }
 
 func errorsJoin(a, b error) error {

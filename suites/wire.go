@@ -150,7 +150,7 @@ func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, 
 		return x
 	}
 	if w.frame != nil {
-		fc := w.frame.begin(ctx)
+		fc := w.frame.begin(ctx, x)
 		w.run(ctx, x)
 		x.Model = w.frame.end(ctx, fc, x)
 	} else {

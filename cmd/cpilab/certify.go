@@ -35,6 +35,7 @@ type certifyFlags struct {
 	realDocker                *testbed.RealDocker // the daemon of --docker-host, once dialled
 	callTimeout, agentTimeout time.Duration
 	expectSwitch              bool
+	noModelReads              bool
 	requireAPIVersion         int
 	// ginkgo are the --ginkgo.NAME[=VALUE] arguments passed through to
 	// Ginkgo, as given.
@@ -60,6 +61,7 @@ func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "bound on one CPI call; a CPI still running is killed with its whole process group and the call fails")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", 30*time.Second, "bound on waiting for an agent to answer ping")
 	fs.BoolVar(&f.expectSwitch, "expect-version-switch", false, "the CPI claims to honour debug.cpi.api_version: fail (instead of not checking) the rows it cannot be switched into (always on for the default reference CPI)")
+	fs.BoolVar(&f.noModelReads, "no-model-reads", false, "with --config: do not read the cloud through the CPI's own has_vm, has_disk and get_disks around every call (the contract's model is then not checked)")
 	registerCertifyExtra(fs, f)
 	registerCertifyCloud(fs, f)
 	registerCertifyExplore(fs, f)
@@ -158,6 +160,12 @@ func (c *certifyRun) setUp() (suites.Config, *testbed.Testbed, error) {
 		}
 		c.target = strings.Join(cfg.CPI.Command, " ")
 		c.notes = append(c.notes, "real cloud ("+f.config+"): the oracle checks (IaaS state, registry and user-data, leaks seen by the IaaS) and the fault-injection spec are not checked; rows that need another CPI config are not checked")
+		cfg.NoModelReads = f.noModelReads
+		if f.noModelReads {
+			c.notes = append(c.notes, "--no-model-reads: the contract's model is not checked")
+		} else {
+			c.notes = append(c.notes, "the contract's model checks what the CPI's own has_vm, has_disk and get_disks show around every call (stemcells, snapshots, metadata, sizes and the registry are not seen)")
+		}
 		if cfg.Agents == nil {
 			c.notes = append(c.notes, "no mbus_url in the config: the agent steps of the matrix are not checked")
 		}
@@ -350,6 +358,9 @@ func certifyShaping(f certifyFlags, argv0 string) []string {
 	}
 	if f.common.Strict {
 		parts = append(parts, "--strict")
+	}
+	if f.noModelReads {
+		parts = append(parts, "--no-model-reads")
 	}
 	parts = append(parts, rerunCloud(f)...)
 	parts = append(parts, rerunExtra(f)...)

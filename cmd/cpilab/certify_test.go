@@ -335,19 +335,6 @@ func TestRerunCommandReproducesOneFailure(t *testing.T) {
 	}
 }
 
-// BenchmarkCertifyDefault measures the full default `cpilab certify` (every
-// suite, every row, the reference CPI on the embedded testbed) as a user
-// runs it, one process per run. Target: ≤ 60 s on 2 cores.
-func BenchmarkCertifyDefault(b *testing.B) {
-	dir := buildCPIs(b)
-	b.ResetTimer()
-	for range b.N {
-		if code, stdout, stderr := certify(b, dir); code != 0 {
-			b.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-		}
-	}
-}
-
 // printedReruns returns the rerun commands a certifier printed.
 func printedReruns(stdout string) []string {
 	var printed []string

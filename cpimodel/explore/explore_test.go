@@ -77,24 +77,25 @@ var env = explore.Env{
 // never leaves the cloud in a state the model calls illegal.
 func TestReferenceCPIKeepsTheModel(t *testing.T) {
 	d := newDriver(t, nil)
-	steps := 0
-	rapid.Check(t, func(rt *rapid.T) {
-		lifecycle := explore.Draw(rt, env, 400)
+	// Lifecycles drawn one seed after another until ten thousand steps
+	// ran (rapid's own check count shrinks under -short; the budget here
+	// does not).
+	gen := rapid.Custom(func(rt *rapid.T) []explore.Step { return explore.Draw(rt, env, 400) })
+	steps, lifecycles := 0, 0
+	for seed := 0; steps < 10000; seed++ {
 		r := explore.NewRunner(d, env)
-		defer r.Cleanup(context.Background())
-		done, failed, err := r.Run(context.Background(), lifecycle)
+		done, failed, err := r.Run(context.Background(), gen.Example(seed))
+		r.Cleanup(context.Background())
 		if err != nil {
-			rt.Fatal(err)
+			t.Fatalf("seed %d: %v", seed, err)
 		}
 		steps += len(done)
+		lifecycles++
 		if failed >= 0 {
-			rt.Fatalf("step %d broke the model: %v\n%s", failed+1, done[len(done)-1].Violations, trace(done))
+			t.Fatalf("seed %d, step %d broke the model: %v\n%s", seed, failed+1, done[len(done)-1].Violations, trace(done))
 		}
-	})
-	t.Logf("%d steps checked", steps)
-	if steps < 10000 {
-		t.Errorf("only %d steps were checked", steps)
 	}
+	t.Logf("%d steps of %d lifecycles checked", steps, lifecycles)
 }
 
 func trace(done []explore.Done) string {
@@ -204,6 +205,18 @@ func TestExploreShrinksAndReplays(t *testing.T) {
 	if len(f1.Steps) > 10 {
 		t.Errorf("the failure was not shrunk: %d steps", len(f1.Steps))
 	}
+	shown := f1.Shown()
+	if len(shown) != len(f1.Done) || len(shown) == 0 {
+		t.Fatalf("Shown gave %d steps for %d run", len(shown), len(f1.Done))
+	}
+	for i, s := range shown {
+		if s.Method != f1.Done[i].Step.Method || strings.Contains(string(mustMarshal(s.Args)), `"$`) {
+			t.Errorf("shown step %d: %+v, want %s with its references resolved", i+1, s, f1.Done[i].Step.Method)
+		}
+	}
+	if last := shown[len(shown)-1]; len(last.Violations) == 0 || last.Violations[0].Clause != f1.Violation.Clause {
+		t.Errorf("the last shown step does not carry the violation %v: %+v", f1.Violation, last)
+	}
 	f2, _, err := explore.Explore(context.Background(), d, env, o)
 	if err != nil || f2 == nil || fmt.Sprint(f2.Steps) != fmt.Sprint(f1.Steps) {
 		t.Fatalf("the same seed gave another sequence:\n%v\n%v", f1.Steps, f2)
@@ -223,3 +236,5 @@ func TestExploreShrinksAndReplays(t *testing.T) {
 		t.Fatalf("the reference CPI fails the replay: %v %v", f, err)
 	}
 }
+
+func mustMarshal(v any) []byte { b, _ := json.Marshal(v); return b }

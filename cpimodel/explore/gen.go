@@ -197,21 +197,28 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 	g.rng = rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "lifecycle seed"), 0))
 	g.profile = rapid.SampledFrom(Profiles).Draw(t, "profile")
 	var steps []Step
-	// A stemcell of each api_version, a VM on the first and the last, and
-	// three disks: several objects of each kind from the start.
+	// A stemcell of each api_version, a VM on the first and the last and
+	// a third on the first (two VMs whose agents read the registry when
+	// the CPI keeps one), and three disks, the first two made for the
+	// first VM (its CID the locality, as the Director gives it): several
+	// objects of each kind from the start.
 	vs := g.versions()
 	for _, v := range vs {
 		steps = append(steps, g.createStemcell(v))
 	}
-	for _, sc := range []int{1, len(vs)} {
+	for _, sc := range []int{1, len(vs), 1} {
 		g.agents++
 		steps = append(steps, Step{Method: "create_vm", Profile: g.profile, Args: []json.RawMessage{
 			raw(fmt.Sprintf("$agent:%d", g.agents)), raw(fmt.Sprintf("$stemcell:%d", sc)),
 			orEmpty(g.env.VMCloudProperties), orEmpty(g.env.Networks), raw([]string{}), raw(map[string]any{"bosh": map[string]any{"group": "explore"}})}})
 		g.made["vm"]++
 	}
-	for _, size := range []int{1024, 2048, 1024} {
-		steps = append(steps, Step{Method: "create_disk", Profile: g.profile, Args: []json.RawMessage{raw(size), orEmpty(g.env.DiskCloudProperties), json.RawMessage("null")}})
+	for i, size := range []int{1024, 2048, 1024} {
+		locality := json.RawMessage("null")
+		if i < 2 {
+			locality = raw("$vm:1")
+		}
+		steps = append(steps, Step{Method: "create_disk", Profile: g.profile, Args: []json.RawMessage{raw(size), orEmpty(g.env.DiskCloudProperties), locality}})
 		g.made["disk"]++
 	}
 	// Then as a Director deploys: two disks on the first VM, metadata on
@@ -222,7 +229,9 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 		steps = append(steps, s)
 		g.attached = append(g.attached, s.Args)
 	}
-	for i := 1; i <= 2; i++ {
+	// The disks the VM holds, as the Director's disk checks ask.
+	steps = append(steps, Step{Method: "get_disks", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1")}})
+	for i := 1; i <= 3; i++ {
 		steps = append(steps, Step{Method: "set_vm_metadata", Profile: g.profile, Args: []json.RawMessage{raw(fmt.Sprintf("$vm:%d", i)),
 			raw(map[string]string{"director": "cpilab", "deployment": "explore", "name": fmt.Sprintf("job/%d", i), "index": fmt.Sprint(i - 1)})}})
 	}
@@ -230,8 +239,12 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 		steps = append(steps, Step{Method: "set_disk_metadata", Profile: g.profile, Args: []json.RawMessage{raw(fmt.Sprintf("$disk:%d", i)),
 			raw(map[string]string{"director": "cpilab", "deployment": "explore", "instance_name": fmt.Sprintf("job/%d", i)})}})
 	}
-	steps = append(steps, Step{Method: "snapshot_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:3"), raw(map[string]string{"deployment": "explore"})}})
-	g.made["snapshot"]++
+	// Snapshots of a detached disk and of an attached one (the
+	// Director's take_snapshot of an instance's persistent disk).
+	for _, d := range []string{"$disk:3", "$disk:1"} {
+		steps = append(steps, Step{Method: "snapshot_disk", Profile: g.profile, Args: []json.RawMessage{raw(d), raw(map[string]string{"deployment": "explore"})}})
+		g.made["snapshot"]++
+	}
 	// The paths after a deploy: a restart with the disks attached, a disk
 	// detached, grown to a size no multiple of a GiB and attached again,
 	// another disk updated in place.
@@ -241,7 +254,16 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 		Step{Method: "resize_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:2"), raw(3000)}},
 		Step{Method: "attach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1"), raw("$disk:2")}},
 		Step{Method: "update_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:3"), raw(4096), orEmpty(g.env.DiskCloudProperties)}},
+		// An orphaned disk deleted, then looked for (the Director's
+		// disk scan).
+		Step{Method: "create_disk", Profile: g.profile, Args: []json.RawMessage{raw(1024), orEmpty(g.env.DiskCloudProperties), json.RawMessage("null")}},
+		Step{Method: "delete_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:4")}},
+		Step{Method: "has_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:4")}},
+		// A VM deleted, then looked for (the Director's VM scan).
+		Step{Method: "delete_vm", Profile: g.profile, Args: []json.RawMessage{raw("$vm:3")}},
+		Step{Method: "has_vm", Profile: g.profile, Args: []json.RawMessage{raw("$vm:3")}},
 	)
+	g.made["disk"]++
 	// At least half the budget: rapid starts from small values, and a
 	// lifecycle of two steps after the opening ones walks little.
 	n := rapid.IntRange(max(1, maxSteps/2), max(1, maxSteps)).Draw(t, "steps")

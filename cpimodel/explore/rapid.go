@@ -25,6 +25,10 @@ type Options struct {
 	Lifecycles, MaxSteps int
 	// ShrinkTime bounds the shrinking of a failing lifecycle (default 20 s).
 	ShrinkTime time.Duration
+	// NoShrink returns the first failing lifecycle as drawn, up to the
+	// step that broke the model (for a test that asks only whether the
+	// budget finds a bug).
+	NoShrink bool
 	// Log, when set, gets rapid's own lines.
 	Log func(string)
 }
@@ -99,7 +103,7 @@ func Explore(ctx context.Context, d Driver, env Env, o Options) (*Failure, uint6
 	if !tb.Failed() {
 		return nil, seed, nil
 	}
-	if last != nil && last.Error == "" {
+	if last != nil && last.Error == "" && !o.NoShrink {
 		last = shrinkSteps(ctx, d, env, last)
 	}
 	if last != nil {
@@ -136,11 +140,20 @@ func rapidSettings(o Options) error {
 		_ = flag.CommandLine.Parse([]string{})
 	}
 	shrink := o.ShrinkTime
-	if shrink <= 0 {
+	switch {
+	case o.NoShrink:
+		shrink = time.Nanosecond
+	case shrink <= 0:
 		shrink = 20 * time.Second
 	}
+	checks := max(1, o.Lifecycles)
+	if testing.Short() {
+		// rapid runs a fifth of its checks under -short; the budget asked
+		// is the budget run (the same seed, the same lifecycles).
+		checks *= 5
+	}
 	for name, v := range map[string]string{
-		"rapid.seed": strconv.FormatUint(o.Seed, 10), "rapid.checks": strconv.Itoa(max(1, o.Lifecycles)),
+		"rapid.seed": strconv.FormatUint(o.Seed, 10), "rapid.checks": strconv.Itoa(checks),
 		"rapid.nofailfile": "true", "rapid.shrinktime": shrink.String(),
 	} {
 		if err := flag.Set(name, v); err != nil {
@@ -293,4 +306,53 @@ func renumber(s Step, kind string, gone int) Step {
 		s.With = &w
 	}
 	return s
+}
+
+// ShownStep is one step of a shrunk lifecycle as a report shows it: the
+// method, the arguments as sent (references resolved to CIDs), and what
+// the CPI answered.
+type ShownStep struct {
+	Method  string            `json:"method"`
+	Profile string            `json:"profile"`
+	Args    []json.RawMessage `json:"arguments"`
+	// Result is the result member (null on error); Error "type: message"
+	// when the CPI answered an error object.
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	// Violations are what the step broke (the last step's, in a failure).
+	Violations []cpimodel.Violation `json:"violations,omitempty"`
+	// NotChecked says why the model could not judge the step.
+	NotChecked string `json:"not_checked,omitempty"`
+}
+
+// Shown returns the steps the shrunk lifecycle ran, each with what the CPI
+// answered: the structured form of Explain, for reports.
+func (f *Failure) Shown() []ShownStep {
+	out := make([]ShownStep, 0, len(f.Done))
+	for _, d := range f.Done {
+		s := ShownStep{Method: d.Step.Method, Profile: d.Step.Profile, Args: d.Step.Args, Violations: d.Violations, NotChecked: d.NotChecked}
+		var req struct {
+			Arguments []json.RawMessage `json:"arguments"`
+		}
+		if json.Unmarshal([]byte(d.Request), &req) == nil && req.Arguments != nil {
+			s.Args = req.Arguments
+		}
+		var resp struct {
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(d.Response), &resp) == nil {
+			s.Result = resp.Result
+			if resp.Error != nil {
+				s.Error = resp.Error.Type + ": " + resp.Error.Message
+			}
+		} else {
+			s.NotChecked = "the response is not a CPI response: " + excerpt([]byte(d.Response))
+		}
+		out = append(out, s)
+	}
+	return out
 }
