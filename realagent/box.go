@@ -236,6 +236,9 @@ func (b *Box) writeConfig() error {
 	if err := writeJSON(filepath.Join(b.bound(), "agent.json"), cfg); err != nil {
 		return err
 	}
+	if _, err := os.Stat(filepath.Join(b.bound(), "settings.json")); err == nil {
+		return nil
+	}
 	return b.WriteSettings(b.opts.Settings)
 }
 
@@ -367,6 +370,16 @@ func (b *Box) Restart() error {
 	}
 	b.Figures["restart"] = time.Since(t0)
 	return nil
+}
+
+// SetResolver rewrites agent.json with another device path resolver and
+// restarts the agent on it (the links and files stay).
+func (b *Box) SetResolver(resolver string) error {
+	b.opts.Resolver = resolver
+	if err := b.writeConfig(); err != nil {
+		return err
+	}
+	return b.Restart()
 }
 
 // Logs is the agent's log (the container's output), the last n lines.
