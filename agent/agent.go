@@ -328,6 +328,10 @@ func resolverConfig(cfg Config, fsRoot *vmroot.Root, stopped *rt.Event) Resolver
 // AgentID is the agent's ID on the mbus.
 func (a *Agent) AgentID() string { return a.agentID }
 
+// DeviceResolver is the device path resolver type the agent was started
+// with (Config.DeviceResolver; "" is identity).
+func (a *Agent) DeviceResolver() string { return a.cfg.DeviceResolver }
+
 // Settings returns the agent's current settings (read at Start, refreshed
 // by mount_disk).
 func (a *Agent) Settings() Settings {

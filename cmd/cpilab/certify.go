@@ -31,6 +31,7 @@ func init() {
 type certifyFlags struct {
 	cpi, config, cloud                    string
 	dockerHost, dockerAPI                 string              // --docker-host, --docker-api-version (certify_cloud.go)
+	agent                                 string              // --agent reference|real (certify_agent.go)
 	realDocker                            *testbed.RealDocker // the daemon of --docker-host, once dialled
 	labelFilter, focus, skip              string
 	junit, jsonReport, html, reportDir    string
@@ -50,6 +51,7 @@ type certifyFlags struct {
 func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cpi, "cpi", "", "CPI executable `PATH` to certify on the embedded fake cloud, run as PATH -configPath FILE with the config cpilab writes (default: bin/fakeiaas-cpi next to cpilab, else fakeiaas-cpi on PATH); it must speak fakeiaas's API, or with --cloud docker be the BOSH Docker CPI")
 	fs.StringVar(&f.config, "config", "", "YAML `FILE` describing a real cloud (CPI command and config, stemcells, cloud properties, networks; docs/cloud.yml); the oracle checks are then not checked")
+	fs.StringVar(&f.agent, "agent", agentReference, "the agent that resolves the CPI's disk hints on the embedded cloud: `reference` (cpilab's) or real (the upstream BOSH agent in a container on a private Docker daemon, docs/agent.md; the matrix rows only, unless --label-filter says otherwise; rows it cannot host are not checked)")
 	fs.StringVar(&f.labelFilter, "label-filter", "", "run only the specs matching this Ginkgo label filter `EXPR`, e.g. 'area:errors && api:2'")
 	fs.StringVar(&f.focus, "focus", "", "run only the specs whose full text matches this `REGEXP` (each failure prints one)")
 	fs.StringVar(&f.skip, "skip", "", "leave out the specs whose full text matches this `REGEXP`")
@@ -116,6 +118,9 @@ func (f *certifyFlags) check(fs *flag.FlagSet) error {
 		return err
 	}
 	if err := f.checkExplore(fs); err != nil {
+		return err
+	}
+	if err := f.checkAgent(fs); err != nil {
 		return err
 	}
 	if err := checkFilters(fs, f.labelFilter, f.focus, f.skip); err != nil {
@@ -196,6 +201,8 @@ type certifyRun struct {
 	started time.Time
 	notes   []string
 	target  string
+	// realAgents is --agent real's upstream agent (nil otherwise).
+	realAgents *testbed.RealAgents
 }
 
 func (c *certifyRun) certify(ctx context.Context) error {
@@ -231,6 +238,18 @@ func (c *certifyRun) certify(ctx context.Context) error {
 		cfg.CPI.HonoursAPIVersionCap = isDefault || f.expectSwitch
 		c.target = cpi
 		c.notes = append(c.notes, f.cloudNote(tb))
+		if f.agent == agentReal {
+			box, note := startRealAgent(u.err)
+			if box != nil {
+				defer box.Close()
+				ra := tb.RealAgents(box)
+				cfg.Agents = ra
+				c.realAgents = ra
+			} else {
+				cfg.Agents = notHostedAgents{why: note}
+			}
+			c.notes = append(c.notes, note)
+		}
 	}
 	// A cloud file's timeouts hold unless a flag says otherwise.
 	if f.config == "" || f.set["call-timeout"] || cfg.Timeouts.Call == 0 {
@@ -243,6 +262,13 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	applyCertifyExtra(&cfg, f)
 
 	opts := suites.RunOptions{LabelFilter: f.labelFilter, Verbose: f.verbose, Output: u.err}
+	if f.agent == agentReal {
+		// One process, one box: a worker process would start its own.
+		opts.Workers = 1
+		if !f.set["label-filter"] {
+			opts.LabelFilter = realAgentRows
+		}
+	}
 	if f.focus != "" {
 		opts.Focus = []string{f.focus}
 	}
@@ -271,6 +297,9 @@ func (c *certifyRun) certify(ctx context.Context) error {
 	prog.done()
 	if err != nil {
 		return err
+	}
+	if ra := c.realAgents; ra != nil {
+		c.notes = append(c.notes, fmt.Sprintf("--agent real: the upstream agent answered %d add_dynamic_disk and remove_dynamic_disk calls, its links in place of the reference agent's", ra.Hosted()))
 	}
 	interrupted := ctx.Err() != nil && !report.SuiteSucceeded
 	if (interrupted || suites.TimedOut(report) || f.failFast && !report.SuiteSucceeded) && tb != nil {
