@@ -67,12 +67,25 @@ type Box struct {
 }
 
 // Checkout finds the cpilab checkout's root (the directory holding
-// scripts/agentbox.sh) from the working directory upwards.
+// scripts/agentbox.sh) from the working directory upwards, else from the
+// running executable's directory upwards (bin/cpilab of a checkout).
 func Checkout() (string, error) {
 	d, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
+	if c, err := checkoutAbove(d); err == nil {
+		return c, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if c, err := checkoutAbove(filepath.Dir(exe)); err == nil {
+			return c, nil
+		}
+	}
+	return checkoutAbove(d)
+}
+
+func checkoutAbove(d string) (string, error) {
 	for {
 		if _, err := os.Stat(filepath.Join(d, "scripts", "agentbox.sh")); err == nil {
 			return d, nil
@@ -140,8 +153,13 @@ func Start(o Options) (b *Box, err error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("realagent: the box needs root for its Docker daemon (running as uid %d): %w", os.Geteuid(), ErrUnavailable)
 	}
-	// Short: the daemon's socket path has to fit in 108 bytes.
-	dir, err := os.MkdirTemp("", "cpilab-agentbox.")
+	// Short: the daemon's socket path has to fit in 108 bytes, so a long
+	// $TMPDIR (a test's) gives way to /tmp.
+	base := ""
+	if len(os.TempDir()) > 40 {
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "cpilab-agentbox.")
 	if err != nil {
 		return nil, err
 	}

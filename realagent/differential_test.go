@@ -316,6 +316,13 @@ func TestDifferentialUpstreamAgent(t *testing.T) {
 	quick := 20 * time.Second
 
 	// settings → ping, get_state.
+	// The box as a stemcell: users vcap and syslog, the agent's own
+	// /etc/resolv.conf (a link, Docker's bind unmounted).
+	out, err := p.box.Sh("id vcap && id syslog && test -L /etc/resolv.conf && echo ok")
+	if err != nil || !strings.Contains(out, "ok") {
+		t.Errorf("the box is not as a stemcell: %v: %s", err, out)
+	}
+	t.Logf("box start: %v", p.box.Figures)
 	p.same("ping", quick, "ping")
 	real, ref := p.same("get_state", quick, "get_state")
 	for _, o := range []outcome{real, ref} {

@@ -515,6 +515,9 @@ func rerunCommand(f certifyFlags, argv0 string) func(focus string) string {
 		if f.set["agent-timeout"] {
 			parts = append(parts, "--agent-timeout", f.agentTimeout.String())
 		}
+		if f.agent == agentReal {
+			parts = append(parts, "--agent", agentReal)
+		}
 		if f.expectSwitch {
 			parts = append(parts, "--expect-version-switch")
 		}
