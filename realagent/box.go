@@ -215,6 +215,7 @@ func Start(o Options) (b *Box, err error) {
 		b.image, "/usr/local/bin/agentbox-init"); err != nil {
 		return b, err
 	}
+	b.Figures["run"] = time.Since(t2)
 	if err := b.waitReady(); err != nil {
 		return b, err
 	}
@@ -452,6 +453,8 @@ func (b *Box) script(name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(b.checkout, "scripts", name), args...)
+	// Each box's container would otherwise be a full copy of the image.
+	cmd.Env = append(os.Environ(), "CPILAB_DOCKERD_STORAGE=auto")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
