@@ -37,7 +37,7 @@ func (a *Agent) actionTable() map[string]action {
 		MethodRemovePersistentDisk: {async: true, run: a.removePersistentDisk},
 		MethodMountDisk:            {async: true, run: a.mountDisk},
 		MethodUnmountDisk:          {async: true, run: a.unmountDisk},
-		MethodListDisk:             {run: a.listDisk},
+		MethodListDisk:             {async: true, run: a.listDisk},
 		MethodAddDynamicDisk:       {async: true, run: a.addDynamicDisk},
 		MethodRemoveDynamicDisk:    {run: a.removeDynamicDisk},
 		MethodDynamicDiskUsage:     {run: a.dynamicDiskUsageAction},

@@ -385,6 +385,45 @@ func TestDifferentialUpstreamAgent(t *testing.T) {
 		t.Errorf("hostile remove: the reference agent answered %s and var/tmp/evil exists=%v; want a refusal, the file kept", ref, p.refG.exists(t, "var/tmp/evil"))
 	}
 
+	// A persistent disk as the Warden and Docker CPIs give it: a directory
+	// (/warden-cpi-dev/<volume>) the agent binds at /var/vcap/store
+	// (BindMountPersistentDisk; upstream mounts --bind, the reference agent
+	// links, docs/upstream.md). The disk's files show in the store while it
+	// is mounted, and only then.
+	const diskP, vol = "disk-pppppppppppppppppppppppp", "/warden-cpi-dev/vol-p"
+	p.onGuests("mkdir -p warden-cpi-dev/vol-p && echo on-the-disk > warden-cpi-dev/vol-p/marker")
+	p.same("add_persistent_disk", quick, "add_persistent_disk", diskP, vol)
+	p.same("mount_disk", quick, "mount_disk", diskP)
+	for _, g := range []guest{p.real, p.refG} {
+		if out, err := g.sh("cat var/vcap/store/marker"); err != nil || strings.TrimSpace(out) != "on-the-disk" {
+			t.Errorf("mount_disk: on the %s agent's guest the store does not show the disk's file: %q, %v", g.name, out, err)
+		}
+	}
+	// list_disk is a task on both. What it lists, and what unmount_disk
+	// finds, depend on a mount check the box cannot satisfy: upstream looks
+	// for the disk's path in the mount table, where a bind of a directory
+	// shows as its file system's device, so it lists nothing and answers
+	// "… is not mounted" (docs/agent.md); only the answers' kinds compare.
+	real, ref = p.both(quick, "list_disk")
+	t.Logf("list_disk: upstream %s; reference %s", real, ref)
+	if real.Kind != "task" || ref.Kind != "task" || real.Final != "value" || ref.Final != "value" {
+		t.Errorf("list_disk: upstream %s, reference %s; want a task with a value on both", real, ref)
+	}
+	real, ref = p.both(quick, "unmount_disk", diskP)
+	t.Logf("unmount_disk: upstream %s; reference %s", real, ref)
+	if real.result() != "value(object)" || ref.result() != "value(object)" {
+		t.Errorf("unmount_disk: upstream %s, reference %s; want a task with a message on both", real, ref)
+	}
+	if p.refG.exists(t, "/var/vcap/store/marker") {
+		t.Errorf("unmount_disk: the reference agent's store still shows the disk's file")
+	}
+	// As unmount_disk would have: the bind undone and the "last mounted
+	// disk" forgotten (else the restarted agent fails to mount it again).
+	if _, err := p.box.Sh("umount /var/vcap/store 2>/dev/null; rm -f /var/vcap/bosh/managed_disk_settings.json"); err != nil {
+		t.Fatal(err)
+	}
+	p.same("remove_persistent_disk", quick, "remove_persistent_disk", diskP)
+
 	// Links survive a restart (the VM reboots; the agent starts again).
 	if err := p.box.Restart(); err != nil {
 		t.Fatal(err)
