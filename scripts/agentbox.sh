@@ -141,8 +141,17 @@ rootfs() {
 		echo "agentbox.sh: building the root filesystem needs root (running as uid $(id -u))" >&2
 		return 1
 	fi
-	"$here/install-deps.sh" debootstrap >/dev/null
 	mkdir -p "$dir"
+	# One build at a time (tests in parallel packages may ask at once): the
+	# second waits, then finds the first's tarball.
+	exec 9>"$dir/.lock"
+	flock 9
+	if [ -f "$tar" ]; then
+		exec 9>&-
+		echo "$tar"
+		return 0
+	fi
+	"$here/install-deps.sh" debootstrap >/dev/null
 	local start root
 	start=$(now)
 	root=$(mktemp -d "$dir/root.XXXXXX")
@@ -161,6 +170,7 @@ rootfs() {
 	fi
 	tar -C "$root" --numeric-owner -cf "$tar.tmp" . && mv "$tar.tmp" "$tar"
 	rm -rf "$root"
+	exec 9>&-
 	echo "agentbox.sh: root filesystem built in $(took "$start") s ($(du -m "$tar" | cut -f1) MB, cached in $dir)" >&2
 	echo "$tar"
 }
