@@ -12,7 +12,7 @@ COMMIT    := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 # give (v0.0.0-<commit time UTC>-<commit>).
 VERSION   := $(shell git describe --tags --exact-match 2>/dev/null || TZ=UTC git log -1 --abbrev=12 --date=format-local:%Y%m%d%H%M%S --format=v0.0.0-%cd-%h 2>/dev/null)
 
-.PHONY: all build test test-steps catalog certify bench fuzz vet fmt clean interop deps
+.PHONY: all build test test-steps catalog certify bench fuzz vet fmt clean interop deps agentbox
 
 all: build
 
@@ -37,6 +37,7 @@ test: build vet fmt
 # The unit step and the catalog run side by side (scripts/test-steps.sh).
 test-steps:
 	@./scripts/dockerd.sh probe
+	@./scripts/agentbox.sh probe
 	GO="$(GO)" PKGS="$(PKGS)" RACE_PKGS="$(RACE_PKGS)" FUZZTIME=3s ./scripts/test-steps.sh
 
 certify: build
@@ -67,6 +68,15 @@ interop: build
 	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -v -run 'TestDocker' ./testbed/
 	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -v -run 'TestCertifyDocker|TestCertifyCloudFlag' ./cmd/cpilab/
 	CPILAB_DOCKER_CPI=$(if $(CPI),$(abspath $(CPI)),$(CPILAB_DOCKER_CPI)) $(GO) test -count=1 -run '^$$' -bench 'DockerCPICycle' -benchtime 20x ./fakeiaas/dockerapi/
+
+# make agentbox: the upstream BOSH agent in a box (docs/agent.md): builds the
+# root filesystem once (cached), then the differential test against the
+# reference agent and certify --agent real, printing the box's figures.
+# Without an agent binary ($CPILAB_BOSH_AGENT, bin/bosh-agent) they skip, saying why.
+agentbox: build
+	./scripts/agentbox.sh probe
+	$(GO) test -count=1 -timeout 15m -v -run 'TestDifferentialUpstreamAgent' ./realagent/
+	$(GO) test -count=1 -timeout 15m -v -run 'TestCertifyAgentReal' ./cmd/cpilab/
 
 # Each fuzz target runs for FUZZTIME (make fuzz FUZZTIME=60s for the long run).
 fuzz:

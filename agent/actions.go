@@ -37,7 +37,7 @@ func (a *Agent) actionTable() map[string]action {
 		MethodRemovePersistentDisk: {async: true, run: a.removePersistentDisk},
 		MethodMountDisk:            {async: true, run: a.mountDisk},
 		MethodUnmountDisk:          {async: true, run: a.unmountDisk},
-		MethodListDisk:             {run: a.listDisk},
+		MethodListDisk:             {async: true, run: a.listDisk},
 		MethodAddDynamicDisk:       {async: true, run: a.addDynamicDisk},
 		MethodRemoveDynamicDisk:    {run: a.removeDynamicDisk},
 		MethodDynamicDiskUsage:     {run: a.dynamicDiskUsageAction},
@@ -75,11 +75,11 @@ func (a *Agent) getState([]json.RawMessage) (any, error) {
 // stringArg decodes argument i of method as a string.
 func stringArg(method string, args []json.RawMessage, i int, name string) (string, error) {
 	if len(args) <= i {
-		return "", fmt.Errorf("Action Failed %s: missing argument %d (%s)", method, i+1, name)
+		return "", fmt.Errorf("Extracting method arguments from payload: Not enough arguments, expected %d, got %d (%s of %s missing)", i+1, len(args), name, method)
 	}
 	var s string
 	if err := json.Unmarshal(args[i], &s); err != nil {
-		return "", fmt.Errorf("Action Failed %s: argument %d (%s) must be a string", method, i+1, name)
+		return "", fmt.Errorf("Extracting method arguments from payload: argument %d (%s) of %s must be a string", i+1, name, method)
 	}
 	return s, nil
 }
@@ -92,7 +92,7 @@ func (a *Agent) diskArgs(method string, args []json.RawMessage) (DiskSettings, e
 		return DiskSettings{}, err
 	}
 	if len(args) < 2 {
-		return DiskSettings{}, fmt.Errorf("Action Failed %s: missing argument 2 (hint)", method)
+		return DiskSettings{}, fmt.Errorf("Extracting method arguments from payload: Not enough arguments, expected 2, got %d (the hint of %s missing)", len(args), method)
 	}
 	decode := DecodeDiskSettings
 	if a.cfg.Knobs.LaxNames {
@@ -100,7 +100,7 @@ func (a *Agent) diskArgs(method string, args []json.RawMessage) (DiskSettings, e
 	}
 	ds, err := decode(cid, args[1])
 	if err != nil {
-		return DiskSettings{}, fmt.Errorf("Action Failed %s: %w", method, err)
+		return DiskSettings{}, err
 	}
 	return ds, nil
 }
@@ -117,7 +117,7 @@ func (a *Agent) cidArg(method string, args []json.RawMessage) (string, error) {
 		check = checkLaxName
 	}
 	if err := check("disk CID", cid); err != nil {
-		return "", fmt.Errorf("Action Failed %s: %w", method, err)
+		return "", err
 	}
 	return cid, nil
 }

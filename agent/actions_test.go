@@ -64,7 +64,7 @@ func TestActionsOverNATS(t *testing.T) {
 	if _, err := c.Run("agent-1", "mount_disk", diskA); err != nil {
 		t.Fatalf("mount_disk: %v", err)
 	}
-	v1, err = c.Send("agent-1", "list_disk")
+	v1, err = c.Run("agent-1", "list_disk")
 	if err != nil || string(v1) != `["`+diskA+`"]` {
 		t.Errorf("list_disk = %s, %v; want [%s]", v1, err, diskA)
 	}
@@ -78,7 +78,7 @@ func TestActionsOverNATS(t *testing.T) {
 	if err != nil || json.Unmarshal(v1, &msg) != nil || msg["message"] == "" {
 		t.Errorf("unmount_disk = %s, %v; want {\"message\": …}", v1, err)
 	}
-	if v1, err = c.Send("agent-1", "list_disk"); err != nil || string(v1) != `[]` {
+	if v1, err = c.Run("agent-1", "list_disk"); err != nil || string(v1) != `[]` {
 		t.Errorf("list_disk after unmount = %s, %v; want []", v1, err)
 	}
 	if _, err := c.Run("agent-1", "remove_persistent_disk", diskA); err != nil {
@@ -256,7 +256,7 @@ func TestRestartKeepsState(t *testing.T) {
 	if err := c.WaitUntilReady("agent-1", 5*time.Second); err != nil {
 		t.Fatalf("WaitUntilReady after restart: %v", err)
 	}
-	v1, err := c.Send("agent-1", "list_disk")
+	v1, err := c.Run("agent-1", "list_disk")
 	if err != nil || string(v1) != `["`+diskA+`"]` {
 		t.Errorf("list_disk after restart = %s, %v", v1, err)
 	}

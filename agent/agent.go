@@ -125,6 +125,12 @@ type Knobs struct {
 	// default such names are refused (ErrUnsafe). Either way no file
 	// operation leaves the VM root (package vmroot refuses it).
 	LaxNames bool
+	// SerialTasks runs long-running actions one at a time, in the order
+	// they were asked for, as bosh-agent's async task service does (one
+	// worker goroutine: a task waits while an earlier one, say a device
+	// look-up polling for 30 s, runs). By default each task runs at once,
+	// so one stuck look-up does not hold up the disks of other checks.
+	SerialTasks bool
 }
 
 // Agent is a running reference agent on one VM root.
@@ -150,6 +156,7 @@ type Agent struct {
 	settings Settings         // guarded by mu
 	source   string           // guarded by mu
 	tasks    map[string]*task // guarded by mu
+	lastTask *rt.Event        // guarded by mu; the last task's end (Knobs.SerialTasks)
 	stopOnce bool             // guarded by mu
 }
 
@@ -321,6 +328,10 @@ func resolverConfig(cfg Config, fsRoot *vmroot.Root, stopped *rt.Event) Resolver
 // AgentID is the agent's ID on the mbus.
 func (a *Agent) AgentID() string { return a.agentID }
 
+// DeviceResolver is the device path resolver type the agent was started
+// with (Config.DeviceResolver; "" is identity).
+func (a *Agent) DeviceResolver() string { return a.cfg.DeviceResolver }
+
 // Settings returns the agent's current settings (read at Start, refreshed
 // by mount_disk).
 func (a *Agent) Settings() Settings {
@@ -383,7 +394,13 @@ func (a *Agent) dispatch(method string, args []json.RawMessage) mbus.Reply {
 		return mbus.ExceptionReply(mbus.UnknownMessage(method))
 	}
 	if !act.async {
-		return result(act.run(args))
+		v, err := act.run(args)
+		if err != nil {
+			// Upstream's action dispatcher wraps every synchronous
+			// action's error (a failed task's too, through get_task).
+			err = fmt.Errorf("Action Failed %s: %w", method, err)
+		}
+		return result(v, err)
 	}
 	t, ok := a.startTask(method, func() (any, error) { return act.run(args) })
 	if !ok {

@@ -75,7 +75,7 @@ func TestAddDynamicDiskReloadsSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := c.run("add_dynamic_disk", diskB, map[string]string{"path": "/dev/sdd"})
-	if err == nil || !strings.HasPrefix(err.Error(), "Refreshing the settings") {
+	if err == nil || !strings.Contains(err.Error(), "result: Refreshing the settings") {
 		t.Errorf("with no settings to be had: %v, want \"Refreshing the settings: …\"", err)
 	}
 	if _, err := os.Lstat(filepath.Join(c.v.root, "var/vcap/data/dynamic_disks", diskB)); !os.IsNotExist(err) {

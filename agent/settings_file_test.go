@@ -199,7 +199,7 @@ func TestDirectoryDiskBindMount(t *testing.T) {
 	if got := readLink(t, v, volB); got != "/warden-cpi-dev/"+volB {
 		t.Errorf("dynamic disk link → %q", got)
 	}
-	raw, err := c.Send("agent-1", "list_disk")
+	raw, err := c.Run("agent-1", "list_disk")
 	if err != nil || string(raw) != `["`+volA+`","`+volB+`"]` {
 		t.Errorf("list_disk = %s, %v", raw, err)
 	}
@@ -254,7 +254,7 @@ func TestDirectoryDiskRefusals(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(v.root, "var/vcap/store", "precious")); err != nil {
 		t.Errorf("a refused bind lost the mount point's file: %v", err)
 	}
-	if raw, err := c.Send("agent-1", "list_disk"); err != nil || string(raw) != `[]` {
+	if raw, err := c.Run("agent-1", "list_disk"); err != nil || string(raw) != `[]` {
 		t.Errorf("list_disk after refusals = %s, %v; want []", raw, err)
 	}
 }

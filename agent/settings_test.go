@@ -177,7 +177,7 @@ func TestMountDiskReloadsRegistrySettings(t *testing.T) {
 	if _, err := e.client.Run("agent-1", "mount_disk", diskA); err != nil {
 		t.Fatalf("mount_disk after the registry named the disk: %v", err)
 	}
-	if v1, err := e.client.Send("agent-1", "list_disk"); err != nil || string(v1) != `["`+diskA+`"]` {
+	if v1, err := e.client.Run("agent-1", "list_disk"); err != nil || string(v1) != `["`+diskA+`"]` {
 		t.Errorf("list_disk = %s, %v", v1, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cpilab/cpilab/mbus"
+	"github.com/cpilab/cpilab/rt"
 )
 
 // task is one long-running action. Tasks live in memory only, as upstream's:
@@ -31,7 +32,18 @@ func (a *Agent) startTask(method string, fn func() (any, error)) (string, bool) 
 	}
 	t := &task{id: id}
 	a.tasks[id] = t
+	var prev, end *rt.Event
+	if a.cfg.Knobs.SerialTasks {
+		prev, end = a.lastTask, rt.NewEvent(a.r)
+		a.lastTask = end
+	}
 	a.running.Go("agent "+a.agentID+" task "+method, func() {
+		if end != nil {
+			defer end.Set()
+		}
+		if prev != nil {
+			prev.Wait(0)
+		}
 		v, err := fn()
 		a.mu.Lock()
 		t.done, t.value, t.err = true, v, err
@@ -56,7 +68,8 @@ func (a *Agent) getTask(args []json.RawMessage) (any, error) {
 	case !t.done:
 		return mbus.TaskState{AgentTaskID: id, State: mbus.TaskRunning}, nil
 	case t.err != nil:
-		return nil, t.err
+		// Upstream's get_task: "Task <id> result: <the action's error>".
+		return nil, fmt.Errorf("Task %s result: %w", id, t.err)
 	}
 	return t.value, nil
 }

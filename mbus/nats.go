@@ -1,6 +1,7 @@
 package mbus
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -24,6 +25,10 @@ type NATSConfig struct {
 	Name string
 	// ConnectTimeout bounds the initial dial (default 5 s).
 	ConnectTimeout time.Duration
+	// TLS, when set, is the client side of mutual TLS (a BOSH mbus with
+	// certificates: the client presents its certificate and checks the
+	// server's against RootCAs and ServerName).
+	TLS *tls.Config
 }
 
 // Connect opens a NATS transport. It reconnects for ever after the first
@@ -38,12 +43,16 @@ func Connect(cfg NATSConfig) (*NATS, error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
-	nc, err := nats.Connect(cfg.URL,
+	opts := []nats.Option{
 		nats.Name(cfg.Name),
 		nats.Timeout(cfg.ConnectTimeout),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(100*time.Millisecond),
-	)
+		nats.ReconnectWait(100 * time.Millisecond),
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, nats.Secure(cfg.TLS))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("mbus: connecting to %s: %w", cfg.URL, err)
 	}
@@ -92,6 +101,10 @@ type EmbeddedConfig struct {
 	Port int
 	// ReadyTimeout bounds the wait for the server to accept clients (default 10 s).
 	ReadyTimeout time.Duration
+	// TLS, when set, makes every client speak TLS; with ClientCAs and
+	// ClientAuth = tls.RequireAndVerifyClientCert it is a BOSH mbus's
+	// mutual TLS (the agent presents env.bosh.mbus.cert).
+	TLS *tls.Config
 }
 
 // Embedded is a nats-server running in this process.
@@ -112,14 +125,21 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 10 * time.Second
 	}
-	s, err := server.NewServer(&server.Options{
+	opts := &server.Options{
 		Host:   cfg.Host,
 		Port:   port,
 		NoLog:  true,
 		NoSigs: true,
 		// The HTTP monitor and cluster ports stay off.
 		MaxPending: 64 << 20,
-	})
+	}
+	if cfg.TLS != nil {
+		opts.TLSConfig = cfg.TLS
+		opts.TLS = true
+		opts.TLSVerify = cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+		opts.TLSTimeout = 5
+	}
+	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mbus: embedded nats-server: %w", err)
 	}

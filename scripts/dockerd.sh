@@ -18,7 +18,9 @@
 # The daemon touches nothing of the machine's networking: no iptables rules,
 # no default bridge (--iptables=false --ip6tables=false --bridge=none); user
 # networks are bridges of its own. Storage is vfs (works on any file system,
-# in a container too). Its default runtime is a runc wrapper that drops
+# in a container too); CPILAB_DOCKERD_STORAGE=auto takes overlay2 where the
+# directory's file system can hold an overlay mount (each container is then
+# not a full copy of its image), else vfs. Its default runtime is a runc wrapper that drops
 # CAP_SYS_RESOURCE from each container's capability sets: a sandbox whose
 # bounding set lacks it cannot give it to a --privileged container (runc
 # fails with "unable to apply caps: operation not permitted"), and the BOSH
@@ -66,8 +68,19 @@ done
 exec $runc "\$@"
 EOF
   chmod 755 "$dir/runc-nosysresource"
-  local sock="$dir/docker.sock"
-  "$dockerd" --iptables=false --ip6tables=false --bridge=none --storage-driver=vfs \
+  local sock="$dir/docker.sock" driver=${CPILAB_DOCKERD_STORAGE:-vfs}
+  if [ "$driver" = auto ]; then
+    # overlay2 where the data root's file system can hold an overlay mount
+    # (a container per image layer copy is then free), else vfs.
+    driver=vfs
+    mkdir -p "$dir/ovl/l" "$dir/ovl/u" "$dir/ovl/w" "$dir/ovl/m"
+    if mount -t overlay overlay -o "lowerdir=$dir/ovl/l,upperdir=$dir/ovl/u,workdir=$dir/ovl/w" "$dir/ovl/m" 2>/dev/null; then
+      umount "$dir/ovl/m"
+      driver=overlay2
+    fi
+    rm -rf "$dir/ovl"
+  fi
+  "$dockerd" --iptables=false --ip6tables=false --bridge=none --storage-driver="$driver" \
     --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
     --pidfile "$dir/dockerd.pid" --containerd-namespace cpilab --containerd-plugins-namespace cpilab-plugins \
     --add-runtime "cpilab-runc=$dir/runc-nosysresource" --default-runtime cpilab-runc \

@@ -4,6 +4,8 @@
 #   chromium   a headless browser, to render the HTML report (Debian: chromium)
 #   dockerd    the Docker daemon and runc, for the tests that compare the Docker
 #              face with a real daemon (Debian: docker.io; scripts/dockerd.sh runs it)
+#   debootstrap  builds the stemcell-like root filesystem the upstream agent runs in
+#              (Debian: debootstrap; scripts/agentbox.sh uses it)
 # Prints the path of each tool found or installed; exits 1 with the reason when
 # one cannot be had (no apt-get, not root and no sudo, the package failed).
 set -euo pipefail
@@ -36,7 +38,7 @@ apt_install() {
 		{ echo "install-deps: apt-get install $* failed" >&2; return 1; }
 }
 
-[ $# -gt 0 ] || { echo "usage: scripts/install-deps.sh chromium|dockerd…" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: scripts/install-deps.sh chromium|dockerd|debootstrap…" >&2; exit 2; }
 for tool in "$@"; do
 	case "$tool" in
 	chromium)
@@ -52,8 +54,15 @@ for tool in "$@"; do
 		fi
 		command -v dockerd
 		;;
+	debootstrap)
+		if ! command -v debootstrap >/dev/null 2>&1; then
+			apt_install debootstrap
+			command -v debootstrap >/dev/null 2>&1 || { echo "install-deps: debootstrap installed but not on PATH" >&2; exit 1; }
+		fi
+		command -v debootstrap
+		;;
 	*)
-		echo "install-deps: unknown tool $tool (known: chromium, dockerd)" >&2
+		echo "install-deps: unknown tool $tool (known: chromium, dockerd, debootstrap)" >&2
 		exit 2
 		;;
 	esac

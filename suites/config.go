@@ -334,6 +334,11 @@ type OracleSettings struct {
 }
 
 // Agents talks to agents over the mbus (the agent protocol).
+//
+// Run may fail with an error wrapping ErrNotHosted: the agents cannot
+// host that action on that VM (cpilab certify --agent real: the upstream
+// agent's box hosts some device resolvers only); the step is then not
+// checked, saying why.
 type Agents interface {
 	// Ping waits, up to ctx's deadline, until the agent answers ping.
 	Ping(ctx context.Context, agentID string) error
@@ -341,6 +346,10 @@ type Agents interface {
 	// polled with get_task).
 	Run(ctx context.Context, agentID, method string, args ...any) (json.RawMessage, error)
 }
+
+// ErrNotHosted is wrapped by an Agents error for an action the configured
+// agents cannot host on a VM: the spec is not checked, never passed.
+var ErrNotHosted = errors.New("the agents cannot host this")
 
 // VMFiles opens a VM's file system as its user sees it over SFTP.
 type VMFiles interface {

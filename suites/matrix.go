@@ -360,6 +360,9 @@ func (rr *rowRun) ping(ctx context.Context, v vm) {
 	pctx, cancel := context.WithTimeout(ctx, rr.st.cfg.Timeouts.Agent)
 	defer cancel()
 	if err := a.Ping(pctx, v.AgentID); err != nil {
+		if errors.Is(err, ErrNotHosted) {
+			notChecked(err.Error())
+		}
 		violate(violation(ClauseAgentPing, fmt.Sprintf("the agent %s on %s did not answer ping within %s: %v (it boots from the settings the CPI wrote)", v.AgentID, v.CID, rr.st.cfg.Timeouts.Agent, err), v.X))
 	}
 	rr.agentReady[v.CID] = true
@@ -429,6 +432,9 @@ func (rr *rowRun) attachAndResolve(ctx context.Context, v vm) json.RawMessage {
 		{"add_dynamic_disk", []any{rr.disk, hint}},
 	} {
 		if _, err := a.Run(actx, v.AgentID, step.method, step.args...); err != nil {
+			if errors.Is(err, ErrNotHosted) {
+				notChecked(err.Error())
+			}
 			violate(violation(ClauseAgentDisk, fmt.Sprintf("agent %s: %s(%s, %s) failed: %v", v.AgentID, step.method, rr.disk, hint, err), x))
 		}
 	}
@@ -443,6 +449,9 @@ func (rr *rowRun) agentRelease(ctx context.Context, v vm) {
 	defer cancel()
 	for _, m := range []string{"remove_dynamic_disk", "unmount_disk", "remove_persistent_disk"} {
 		if _, err := a.Run(actx, v.AgentID, m, rr.disk); err != nil {
+			if errors.Is(err, ErrNotHosted) {
+				notChecked(err.Error())
+			}
 			violate(violation(ClauseAgentDisk, fmt.Sprintf("agent %s: %s(%s) failed: %v", v.AgentID, m, rr.disk, err), nil))
 		}
 	}

@@ -32,6 +32,7 @@ type certifyFlags struct {
 	common                    certifier.Flags
 	cpi, config, cloud        string
 	dockerHost, dockerAPI     string              // --docker-host, --docker-api-version (certify_cloud.go)
+	agent                     string              // --agent reference|real (certify_agent.go)
 	realDocker                *testbed.RealDocker // the daemon of --docker-host, once dialled
 	callTimeout, agentTimeout time.Duration
 	expectSwitch              bool
@@ -58,6 +59,7 @@ func (f *certifyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cpi, "cpi", "", "CPI executable `PATH` to certify on the embedded fake cloud, run as PATH -configPath FILE with the config cpilab writes (default: bin/fakeiaas-cpi next to cpilab, else fakeiaas-cpi on PATH); it must speak fakeiaas's API, or with --cloud docker be the BOSH Docker CPI")
 	fs.StringVar(&f.config, "config", "", "YAML `FILE` describing a real cloud (CPI command and config, stemcells, cloud properties, networks; docs/cloud.yml); the oracle checks are then not checked")
 	f.common.Register(fs, certifyUsage)
+	fs.StringVar(&f.agent, "agent", agentReference, "the agent that resolves the CPI's disk hints on the embedded cloud: `reference` (cpilab's) or real (the upstream BOSH agent in a container on a private Docker daemon, docs/agent.md; the matrix rows only, unless --label-filter says otherwise; rows it cannot host are not checked)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "bound on one CPI call; a CPI still running is killed with its whole process group and the call fails")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", 30*time.Second, "bound on waiting for an agent to answer ping")
 	fs.BoolVar(&f.expectSwitch, "expect-version-switch", false, "the CPI claims to honour debug.cpi.api_version: fail (instead of not checking) the rows it cannot be switched into (always on for the default reference CPI)")
@@ -108,6 +110,9 @@ func (f *certifyFlags) check(fs *flag.FlagSet) error {
 	if err := f.checkExplore(fs); err != nil {
 		return err
 	}
+	if err := f.checkAgent(fs); err != nil {
+		return err
+	}
 	if f.requireAPIVersion < 0 {
 		return usageError(fs, "--require-api-version %d: want 0 (none) or a positive api_version", f.requireAPIVersion)
 	}
@@ -143,6 +148,8 @@ type certifyRun struct {
 	f      certifyFlags
 	notes  []string
 	target string
+	// realAgents is --agent real's upstream agent (nil otherwise).
+	realAgents *testbed.RealAgents
 }
 
 // setUp finds the CPI and what it runs on: the embedded cloud (tb, closed
@@ -198,6 +205,18 @@ func (c *certifyRun) run(ctx context.Context, opts suites.RunOptions, o certifie
 	}
 	if tb != nil {
 		defer tb.Close()
+		if f.agent == agentReal {
+			box, note := startRealAgent(o.Err)
+			if box != nil {
+				defer box.Close()
+				ra := tb.RealAgents(box)
+				cfg.Agents = ra
+				c.realAgents = ra
+			} else {
+				cfg.Agents = notHostedAgents{why: note}
+			}
+			c.notes = append(c.notes, note)
+		}
 	}
 	// A cloud file's timeouts hold unless a flag says otherwise.
 	if f.config == "" || f.set["call-timeout"] || cfg.Timeouts.Call == 0 {
@@ -208,6 +227,13 @@ func (c *certifyRun) run(ctx context.Context, opts suites.RunOptions, o certifie
 	}
 	cfg.RerunCommand = rerunCommand(f, invokedAs())
 	applyCertifyExtra(&cfg, f)
+	if f.agent == agentReal {
+		// One process, one box: a worker process would start its own.
+		opts.Workers = 1
+		if !f.set["label-filter"] {
+			opts.LabelFilter = realAgentRows
+		}
+	}
 	if f.common.FailFast {
 		opts.Workers = 1 // stop everything at the first failure, not each worker at its own
 	}
@@ -228,6 +254,9 @@ func (c *certifyRun) run(ctx context.Context, opts suites.RunOptions, o certifie
 	report, err := suites.Run(cfg, opts)
 	if err != nil {
 		return nil, err
+	}
+	if ra := c.realAgents; ra != nil {
+		c.notes = append(c.notes, fmt.Sprintf("--agent real: the upstream agent answered %d add_dynamic_disk and remove_dynamic_disk calls, its links in place of the reference agent's", ra.Hosted()))
 	}
 	interrupted := ctx.Err() != nil && !report.SuiteSucceeded
 	if (interrupted || suites.TimedOut(report) || f.common.FailFast && !report.SuiteSucceeded) && tb != nil {
@@ -352,6 +381,9 @@ func certifyShaping(f certifyFlags, argv0 string) []string {
 	}
 	if f.set["agent-timeout"] {
 		parts = append(parts, "--agent-timeout", f.agentTimeout.String())
+	}
+	if f.agent == agentReal {
+		parts = append(parts, "--agent", agentReal)
 	}
 	if f.expectSwitch {
 		parts = append(parts, "--expect-version-switch")
