@@ -1,6 +1,7 @@
-// Package realagent runs the upstream BOSH agent (cloudfoundry/bosh-agent)
-// in a box, so that cpilab's reference agent (package agent) can be
-// compared with it message by message: a container on a private Docker
+// Package realagent runs the upstream BOSH agent in a box, to compare
+// cpilab's reference agent with it message by message.
+//
+// The box (cloudfoundry/bosh-agent's binary) is a container on a private Docker
 // daemon (scripts/dockerd.sh) whose image is a stemcell-like root
 // filesystem built once from the distribution's packages and cached
 // (scripts/agentbox.sh), with its own network namespace and the
