@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cpilab/cpilab/internal/checkout"
+
 	"github.com/cpilab/cpilab/mbus"
 )
 
@@ -66,36 +68,14 @@ type Box struct {
 	Figures map[string]time.Duration
 }
 
-// Checkout finds the cpilab checkout's root (the directory holding
-// scripts/agentbox.sh) from the working directory upwards, else from the
-// running executable's directory upwards (bin/cpilab of a checkout).
+// Checkout finds the cpilab checkout's root (package checkout: from the
+// working directory upwards, else from the running executable's).
 func Checkout() (string, error) {
-	d, err := os.Getwd()
+	c, err := checkout.Root()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("realagent: %w: %w", err, ErrUnavailable)
 	}
-	if c, err := checkoutAbove(d); err == nil {
-		return c, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		if c, err := checkoutAbove(filepath.Dir(exe)); err == nil {
-			return c, nil
-		}
-	}
-	return checkoutAbove(d)
-}
-
-func checkoutAbove(d string) (string, error) {
-	for {
-		if _, err := os.Stat(filepath.Join(d, "scripts", "agentbox.sh")); err == nil {
-			return d, nil
-		}
-		up := filepath.Dir(d)
-		if up == d {
-			return "", fmt.Errorf("realagent: no cpilab checkout (scripts/agentbox.sh) above the working directory: %w", ErrUnavailable)
-		}
-		d = up
-	}
+	return c, nil
 }
 
 // FindAgent is the upstream bosh-agent binary, looked for in this order:

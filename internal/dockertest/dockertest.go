@@ -10,12 +10,13 @@ package dockertest
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cpilab/cpilab/internal/checkout"
 )
 
 // Host returns the address (unix:///path) of a real Docker daemon for the
@@ -66,21 +67,12 @@ func Socket(t testing.TB) string {
 	return strings.TrimPrefix(Host(t), "unix://")
 }
 
-// Script is the absolute path of scripts/dockerd.sh, found from the working
-// directory (a test runs in its package's directory) up to the module root.
+// Script is the absolute path of scripts/dockerd.sh in the checkout
+// (package checkout).
 func Script() (string, error) {
-	dir, err := os.Getwd()
+	root, err := checkout.Root()
 	if err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "scripts", "dockerd.sh"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("scripts/dockerd.sh: no go.mod above the working directory; run the test from inside the cpilab module")
-		}
-		dir = parent
-	}
+	return filepath.Join(root, "scripts", "dockerd.sh"), nil
 }
