@@ -18,7 +18,7 @@ import (
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/vmssh"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/testbed"
 )
 
@@ -29,7 +29,7 @@ type vmWorld struct {
 	e        *env
 	tb       *testbed.Testbed
 	cloud    *fakeiaas.Cloud
-	agents   suites.Agents
+	agents   cpisuite.Agents
 	signer   ssh.Signer
 	sftp     *vmssh.Client
 	vm       cpiv2.VMCID

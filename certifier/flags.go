@@ -124,8 +124,9 @@ func OneLine(s string) string {
 
 // WriteSpecList prints what --list found: for a person, each spec's id,
 // text, clause and labels and the count; with --json, one JSON object
-// {"specs": [...], "count": N} for a program.
-func WriteSpecList(w io.Writer, specs []suites.SpecInfo, asJSON bool) error {
+// {"specs": [...], "count": N} for a program. titles are the suite's
+// clause titles (Certifier.ClauseTitles).
+func WriteSpecList(w io.Writer, specs []suites.SpecInfo, titles map[string]string, asJSON bool) error {
 	if asJSON {
 		type listed struct {
 			ID string `json:"id"`
@@ -143,7 +144,7 @@ func WriteSpecList(w io.Writer, specs []suites.SpecInfo, asJSON bool) error {
 		return enc.Encode(out)
 	}
 	for _, s := range specs {
-		fmt.Fprintf(w, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.ClauseText(s.Clause), strings.Join(s.Labels, ", "))
+		fmt.Fprintf(w, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.TitledClause(s.Clause, titles), strings.Join(s.Labels, ", "))
 	}
 	fmt.Fprintf(w, "%d %s\n", len(specs), Plural(len(specs), "spec", "specs"))
 	return nil

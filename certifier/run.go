@@ -22,11 +22,13 @@ type Certifier struct {
 	Name string
 	// TargetKind says what it certifies ("CPI", "FlexVolume driver").
 	TargetKind string
-	// Areas are its matrix's columns (nil: the CPI suite's), ClauseTitles
-	// the titles of its own clauses (nil: the CPI contract's), and Row the
-	// matrix row of specs that carry no "row:" label ("": none).
+	// Areas are its matrix's columns, in order, with their legend;
+	// ClauseTitles the titles of its clauses, by id; RowRank the order of
+	// its matrix's rows (nil: as they first appear); and Row the matrix
+	// row of specs that carry no "row:" label ("": none).
 	Areas        []suites.AreaDoc
 	ClauseTitles map[string]string
+	RowRank      func(row, suite string) int
 	Row          string
 	// StrictInSuite: the suite itself fails, under --strict, what it
 	// cannot check (the CPI suites); otherwise the report does.
@@ -130,7 +132,7 @@ func Run(ctx context.Context, c Certifier, f Flags, o Output) (int, error) {
 		if err != nil {
 			return ExitHarness, err
 		}
-		return ExitAccepted, WriteSpecList(o.Out, specs, f.ListJSON)
+		return ExitAccepted, WriteSpecList(o.Out, specs, c.ClauseTitles, f.ListJSON)
 	}
 	if o.Stdout == nil {
 		o.Stdout = o.Out
@@ -173,7 +175,7 @@ func run(ctx context.Context, c Certifier, f Flags, o Output, opts suites.RunOpt
 		return ExitAccepted, nil
 	}
 	rep := suites.NewCertifyReport(res.Report, suites.ReportRun{Tool: o.Tool, Title: "cpilab " + c.Name, TargetKind: c.TargetKind,
-		Areas: c.Areas, Row: c.Row, ClauseTitles: c.ClauseTitles, Target: res.Target, Command: o.Command, Notes: res.Notes,
+		Areas: c.Areas, Row: c.Row, ClauseTitles: c.ClauseTitles, RowRank: c.RowRank, Target: res.Target, Command: o.Command, Notes: res.Notes,
 		Started: started, Duration: now().Sub(started).Round(time.Millisecond), Strict: f.Strict, StrictNotChecked: f.Strict && !c.StrictInSuite, FailFast: f.FailFast,
 		Interrupted: ctx.Err() != nil && !res.Report.SuiteSucceeded, Rerun: res.Rerun, Replay: res.Replay, LeftInCloud: res.LeftInCloud})
 	writeText(o, res, rep)

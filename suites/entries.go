@@ -65,7 +65,7 @@ type Warning struct {
 }
 
 // DecodeEntry decodes a report entry's value into v, whether the report
-// is the one Run returned (values in memory) or was read back from JSON
+// is the one a suite's Run returned (values in memory) or was read back from JSON
 // (values as JSON).
 func DecodeEntry(e types.ReportEntry, v any) error {
 	b := []byte(e.Value.AsJSON)

@@ -32,12 +32,11 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"mark": func(c MatrixCell) string {
 		return Cell{Passed: c.Passed, Failed: c.Failed, Skipped: c.NotChecked}.Mark()
 	},
-	"anchor":   cellAnchor,
-	"spec":     func(c *CertifyReport, id string) *SpecResult { return c.Spec(id) },
-	"used":     func(c *CertifyReport) []AreaDoc { return usedAreaDocs(c) },
-	"upper":    strings.ToUpper,
-	"seconds":  func(s float64) string { return fmt.Sprintf("%.2f s", s) },
-	"clauseOf": ClauseText,
+	"anchor":  cellAnchor,
+	"spec":    func(c *CertifyReport, id string) *SpecResult { return c.Spec(id) },
+	"used":    func(c *CertifyReport) []AreaDoc { return usedAreaDocs(c) },
+	"upper":   strings.ToUpper,
+	"seconds": func(s float64) string { return fmt.Sprintf("%.2f s", s) },
 	// whyNotChecked says "not checked: why" once, whether or not the
 	// reason already starts with its kind.
 	"whyNotChecked": func(why string) string {
@@ -86,7 +85,7 @@ Cells: ✔ passed · ✘ failed/total · – not checked (never a pass) · ! int
 {{if .Methods}}<br><small>methods called: {{range .Methods}}<code>{{.}}</code> {{end}}</small>{{end}}
 {{if eq .State "not-checked"}}<br><small>{{whyNotChecked .Reason}}</small>{{end}}
 {{range .Warnings}}<br><small>warning {{.Clause}}: {{.Text}}</small>{{end}}
-{{range .Violations}}<p>broke <strong>{{clauseOf .Clause}}</strong></p><p>the {{$c.TargetKind}} did instead: {{.Did}}</p>
+{{range .Violations}}<p>broke <strong>{{$.ClauseText .Clause}}</strong></p><p>the {{$c.TargetKind}} did instead: {{.Did}}</p>
 {{if .Request}}<p>request:</p><pre>{{.Request}}</pre><p>response (exit status {{.ExitCode}}):</p><pre>{{.Response}}</pre>{{end}}{{if .Stderr}}<p>stderr:</p><pre>{{.Stderr}}</pre>{{end}}{{end}}
 {{with .Sequence}}<div class="sequence"><p>shrunk sequence ({{len .Steps}} steps), the last broke: <strong>{{.Broke}}</strong></p><ol class="steps">
 {{range .Steps}}<li><code>{{.Call}}</code>{{if .Concurrent}} ‖ <code>{{.Concurrent}}</code>{{end}}{{if .Response}}<br><small>→ <code>{{.Response}}</code></small>{{end}}</li>

@@ -18,21 +18,6 @@ type SpecInfo struct {
 	Labels []string `json:"labels"`
 }
 
-// List returns every spec the suites would run for cfg and opts (label
-// filter and focus applied), with labels and clause, without running
-// anything or calling the CPI (a Ginkgo dry run). Like Run, it owns the
-// process's Ginkgo state: call it once per process, instead of Run.
-func List(cfg Config, opts RunOptions) ([]SpecInfo, error) {
-	opts.DryRun = true
-	opts.Workers = 1
-	opts.JSONReport, opts.JUnitReport, opts.Progress = "", "", nil
-	r, err := runTree(cfg, opts)
-	if err != nil {
-		return nil, err
-	}
-	return SpecInfos(r), nil
-}
-
 // ListTree is List for any suite RunTree runs: the specs register adds
 // that opts select, without running them.
 func ListTree(description string, register func(), opts RunOptions) ([]SpecInfo, error) {
@@ -43,13 +28,14 @@ func ListTree(description string, register func(), opts RunOptions) ([]SpecInfo,
 	if err != nil {
 		return nil, err
 	}
-	return SpecInfos(r), nil
+	return SpecInfos(r, nil), nil
 }
 
 // SpecInfos are the specs of a (dry) run's report that were selected,
-// each with its clause: the one its text starts with, else its "clause:"
-// label. A pending spec (csi-sanity has one) never runs: it is not listed.
-func SpecInfos(r types.Report) []SpecInfo {
+// each with its clause: the one its text starts with (an id titles knows),
+// else its "clause:" label. A pending spec (csi-sanity has one) never
+// runs: it is not listed.
+func SpecInfos(r types.Report, titles map[string]string) []SpecInfo {
 	out := []SpecInfo{}
 	for _, sr := range r.SpecReports {
 		if sr.LeafNodeType != types.NodeTypeIt || !Ran(sr) || sr.State == types.SpecStatePending {
@@ -57,9 +43,9 @@ func SpecInfos(r types.Report) []SpecInfo {
 		}
 		labels := slices.Clone(sr.Labels())
 		slices.Sort(labels)
-		clause := ClauseOf(sr.LeafNodeText)
+		clause := ClauseIn(sr.LeafNodeText, titles)
 		if clause == "" {
-			clause = labelValue(sr, "clause")
+			clause = LabelValue(sr, "clause")
 		}
 		out = append(out, SpecInfo{Text: sr.FullText(), Clause: clause, Labels: slices.Compact(labels)})
 	}

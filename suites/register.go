@@ -11,35 +11,8 @@ import (
 	"github.com/onsi/gomega"
 )
 
-// Register adds the CPI contract suite and the reference-table matrix suite
-// to the current Ginkgo tree, for embedding in someone else's suite (call it
-// at the top level of a _test.go file, or inside a Describe). The set of
-// contexts and rows is read from cfg now; everything else is read when the
-// specs run, so a BeforeSuite may still fill cfg in (csi-test GinkgoTest).
-func Register(cfg *Config) bool {
-	strict.Store(cfg.Strict)
-	if cfg.RunID == "" {
-		cfg.RunID = randomRunID() // one run, one ID, for every container
-	}
-	describeContract(cfg)
-	describeMatrix(cfg)
-	return true
-}
-
-// Test registers the suites and runs them inside a go test:
-//
-//	func TestMyCPI(t *testing.T) { suites.Test(t, cfg) }
-//
-// Only one Test (or Run) per process: Ginkgo runs one suite per process.
-// Ginkgo's flags (-ginkgo.label-filter, -ginkgo.focus, -ginkgo.v,
-// -ginkgo.junit-report, …) apply.
-func Test(t GinkgoTestingT, cfg Config) bool {
-	gomega.RegisterFailHandler(Fail)
-	Register(&cfg)
-	return RunSpecs(t, "cpilab CPI certification")
-}
-
-// RunOptions configure Run.
+// RunOptions configure a suite's run (RunTree, ListTree and each suite's
+// own Run).
 type RunOptions struct {
 	// LabelFilter is a Ginkgo label filter, e.g. "area:errors && api:2".
 	LabelFilter string
@@ -59,12 +32,13 @@ type RunOptions struct {
 	Progress func(done, total int, spec *types.SpecReport)
 	// Timeout bounds the whole run (default 1 h).
 	Timeout time.Duration
-	// Workers is how many processes Run spreads the containers over (see
-	// workers.go): 0 picks $CPILAB_SUITES_WORKERS, else NumCPU + 1, at most
-	// one per contract context (always 1 inside a test binary); 1 runs
-	// everything in this process.
-	// Workers re-run the current program with its arguments, so a program
-	// calling Run must reach Run again the same way (cpilab certify does).
+	// Workers is how many processes a suite that runs in workers (the CPI
+	// suites: cpisuite.Run) spreads its containers over: 0 picks
+	// $CPILAB_SUITES_WORKERS, else NumCPU + 1, at most one per contract
+	// context (always 1 inside a test binary); 1 runs everything in this
+	// process. Workers re-run the current program with its arguments, so a
+	// program calling that Run must reach it again the same way (cpilab
+	// certify does).
 	Workers int
 	// FailFast stops the run at the first failed spec; what the specs
 	// that ran created is still cleaned up (their AfterAll and
@@ -79,27 +53,9 @@ type fakeT struct{ failed bool }
 
 func (t *fakeT) Fail() { t.failed = true }
 
-// Run registers the suites and runs them outside go test (the cpilab
-// certify path), returning Ginkgo's report. It owns the process's Ginkgo
-// state: call it once per process.
-func Run(cfg Config, opts RunOptions) (types.Report, error) {
-	if _, report, rows, ok := workerShare(); ok {
-		return runWorker(cfg, opts, report, rows)
-	}
-	if n := opts.workerCount(cfg.withDefaults()); n > 1 {
-		return runShared(cfg, opts, n)
-	}
-	return runTree(cfg, opts)
-}
-
-func runTree(cfg Config, opts RunOptions) (types.Report, error) {
-	strict.Store(cfg.Strict)
-	return RunTree("cpilab CPI certification", func() { Register(&cfg) }, opts)
-}
-
 // RunTree runs the specs register adds to the Ginkgo tree, outside go
-// test, with opts, and returns Ginkgo's report: the runner behind Run and
-// behind every other cpilab suite's Run (suites/dynamicdisks). It owns the
+// test, with opts, and returns Ginkgo's report: the runner behind every
+// cpilab suite's Run (cpisuite, dynamicdisks, flex, csisuite). It owns the
 // process's Ginkgo state: call it once per process.
 func RunTree(description string, register func(), opts RunOptions) (types.Report, error) {
 	gomega.RegisterFailHandler(Fail)

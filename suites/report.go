@@ -15,10 +15,6 @@ import (
 	"github.com/cpilab/cpilab/internal/termsafe"
 )
 
-// Areas are the summary's columns, in order.
-var Areas = []string{"setup", "protocol", "shapes", "errors", "truth", "hints", "parallel", "retry", "iaas",
-	"vm", "settings", "agent", "disks", "data", "explore", "cleanup"}
-
 // Cell counts the specs of one row and area.
 type Cell struct {
 	Passed, Failed, Skipped int
@@ -39,113 +35,14 @@ func (c Cell) Mark() string {
 	return ""
 }
 
-// SummaryRow is one caller profile × version row.
-type SummaryRow struct {
-	Name  string
-	Suite string // "contract" or "matrix"
-	Cells map[string]Cell
-}
-
-// Summary is the at-a-glance matrix: rows are contract contexts and
-// reference-table rows, columns are Areas.
-type Summary struct {
-	Rows                    []SummaryRow
-	Passed, Failed, Skipped int
-	// NotChecked counts the specs skipped for each reason.
-	NotChecked map[string]int
-}
-
-// Summarize builds the summary from a Ginkgo report.
-func Summarize(r types.Report) Summary {
-	s := Summary{NotChecked: map[string]int{}}
-	idx := map[string]int{}
-	for _, sr := range r.SpecReports {
-		if sr.LeafNodeType != types.NodeTypeIt {
-			continue
-		}
-		if sr.State == types.SpecStateSkipped && sr.Failure.Message == "" {
-			continue // filtered out
-		}
-		row, area, suite := labelValue(sr, "row"), labelValue(sr, "area"), labelValue(sr, "suite")
-		if row == "" {
-			continue
-		}
-		i, ok := idx[row]
-		if !ok {
-			i = len(s.Rows)
-			idx[row] = i
-			s.Rows = append(s.Rows, SummaryRow{Name: row, Suite: suite, Cells: map[string]Cell{}})
-		}
-		c := s.Rows[i].Cells[area]
-		switch {
-		case sr.State.Is(types.SpecStatePassed):
-			c.Passed++
-			s.Passed++
-		case sr.State.Is(types.SpecStateSkipped | types.SpecStatePending):
-			c.Skipped++
-			s.Skipped++
-			s.NotChecked[sr.Failure.Message]++
-		default:
-			c.Failed++
-			s.Failed++
-		}
-		s.Rows[i].Cells[area] = c
-	}
-	sort.SliceStable(s.Rows, func(i, j int) bool { return rowRank(s.Rows[i]) < rowRank(s.Rows[j]) })
-	return s
-}
-
-// rowRank orders summary rows: contract contexts, then reference-table
-// rows, each in their defined order, then anything else.
-func rowRank(r SummaryRow) int {
-	for i, c := range DefaultContexts {
-		if c.Name == r.Name {
-			return i
-		}
-	}
-	for i, t := range ReferenceTable {
-		if t.Name == r.Name {
-			return 100 + i
-		}
-	}
-	if r.Suite == "contract" {
-		return 99
-	}
-	return 1000
-}
-
-func labelValue(sr types.SpecReport, key string) string {
+// LabelValue is the value of spec sr's "key:" label ("" when it has none).
+func LabelValue(sr types.SpecReport, key string) string {
 	for _, l := range sr.Labels() {
 		if v, ok := strings.CutPrefix(l, key+":"); ok {
 			return v
 		}
 	}
 	return ""
-}
-
-// WriteText writes the summary table and the not-checked list.
-func (s Summary) WriteText(w io.Writer) {
-	w = termsafe.NewWriter(w) // untrusted text (a CPI's, a driver's) shown escaped
-	cols := s.usedAreas()
-	width := 16
-	for _, r := range s.Rows {
-		width = max(width, len(r.Name)+1)
-	}
-	fmt.Fprintf(w, "%-*s", width, "row")
-	for _, a := range cols {
-		fmt.Fprintf(w, " %-9s", a)
-	}
-	fmt.Fprintln(w)
-	for _, r := range s.Rows {
-		fmt.Fprintf(w, "%-*s", width, r.Name)
-		for _, a := range cols {
-			fmt.Fprintf(w, " %-9s", padMark(r.Cells[a].Mark()))
-		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintln(w, "\nrows: contract contexts <caller profile>.<api version>; reference-table rows d<Director>.c<CPI>.s<stemcell>")
-	fmt.Fprintln(w, "cells: ✔ passed · ✘ failed/total · – not checked (never a pass)")
-	WriteCounts(w, s.Passed, s.Failed, s.Skipped, s.NotChecked)
 }
 
 // WriteCounts writes a run's closing lines: the counts, then every reason
@@ -161,22 +58,6 @@ func WriteCounts(w io.Writer, passed, failed, notChecked int, reasons map[string
 	for _, r := range slices.Sorted(maps.Keys(reasons)) {
 		fmt.Fprintf(w, "  %3d × %s\n", reasons[r], r)
 	}
-}
-
-// padMark keeps columns aligned despite multi-byte glyphs.
-func padMark(m string) string { return m + strings.Repeat(" ", len(m)-len([]rune(m))) }
-
-func (s Summary) usedAreas() []string {
-	var cols []string
-	for _, a := range Areas {
-		for _, r := range s.Rows {
-			if _, ok := r.Cells[a]; ok {
-				cols = append(cols, a)
-				break
-			}
-		}
-	}
-	return cols
 }
 
 // Failure is one failed spec as certify reports it.
@@ -205,7 +86,7 @@ func Failures(r types.Report, rerun func(focus string) string) []Failure {
 		if !sr.Failed() {
 			continue
 		}
-		f := Failure{Spec: sr.FullText(), Row: labelValue(sr, "row"), Message: sr.Failure.Message,
+		f := Failure{Spec: sr.FullText(), Row: LabelValue(sr, "row"), Message: sr.Failure.Message,
 			Location: sr.Failure.Location.String()}
 		if f.Spec == "" {
 			f.Spec = fmt.Sprintf("%s %s", sr.LeafNodeType, sr.LeafNodeText)

@@ -46,27 +46,6 @@ const (
 	StateInterrupted = "interrupted"
 )
 
-// AreaDocs says in a line what each of Areas checks (the legend of the
-// matrix).
-var AreaDocs = map[string]string{
-	"setup":    "a context's or row's set-up: info, stemcell, the VMs and disks its specs share",
-	"protocol": "the wire protocol: one JSON object on stdout, the three keys, exit status 0",
-	"shapes":   "the result of each method has the shape its api_version asks for",
-	"errors":   "error types for missing things, unknown methods and malformed requests",
-	"truth":    "answers agree with what exists (has_vm, has_disk, get_disks)",
-	"hints":    "attach_disk's disk hint names the device the IaaS attached",
-	"parallel": "overlapping calls, each its own process, without crossed results",
-	"retry":    "the Director's create_vm retry on VMCreationFailed with ok_to_retry",
-	"iaas":     "IaaS state seen by the oracle matches what the CPI answered",
-	"vm":       "create_vm and the VM as the reference table expects it",
-	"settings": "agent settings in the registry or user-data, as the reference table says",
-	"agent":    "the agent boots from those settings and answers over the mbus",
-	"disks":    "the agent finds attached disks through the hint; the dynamic-disk link",
-	"data":     "data written on a disk is read back on another VM after a move",
-	"explore":  "random lifecycles of calls, the contract's model checked after every step",
-	"cleanup":  "teardown of what a context shared, and nothing left in the IaaS",
-}
-
 // CertifyReport is a certify run in cpilab's report format.
 type CertifyReport struct {
 	// Format is ReportFormat; Version is ReportVersion.
@@ -114,6 +93,9 @@ type CertifyReport struct {
 	// LeftInCloud lists what the run left in the embedded cloud ("vm CID",
 	// …); absent on a real cloud, where cpilab cannot see it.
 	LeftInCloud []string `json:"left_in_cloud,omitempty"`
+
+	// titles are the suite's clause titles (ReportRun.ClauseTitles).
+	titles map[string]string
 }
 
 // ToolInfo names the cpilab that made a report.
@@ -245,14 +227,18 @@ type ReportRun struct {
 	Tool ToolInfo
 	// Title and TargetKind name the certifier and what it certifies
 	// (default "cpilab certify" and "CPI"); Areas are its matrix's
-	// columns (default Areas with AreaDocs).
+	// columns, in order, with their legend.
 	Title, TargetKind string
 	Areas             []AreaDoc
+	// RowRank orders the matrix's rows (nil: the order they first appear
+	// in); a row's suite is its specs' "suite:" label.
+	RowRank func(row, suite string) int
 	// Row is the matrix row of the specs that carry no "row:" label (a
 	// suite that is one row); "" leaves them out of the matrix.
 	Row string
-	// ClauseTitles are the titles of the suite's own clauses, for those
-	// the CPI contract does not have (nil: the CPI contract's only).
+	// ClauseTitles are the titles of the suite's clauses, by id: a spec
+	// whose text starts with a known id checks that clause, and the text
+	// reports name a clause with its title.
 	ClauseTitles map[string]string
 	// FailFast: the run stops at its first failure (--fail-fast).
 	FailFast bool
@@ -285,11 +271,7 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 		c.Tool.Name = "cpilab"
 	}
 	c.Title, c.TargetKind, c.Areas = cmp.Or(run.Title, "cpilab certify"), cmp.Or(run.TargetKind, "CPI"), run.Areas
-	if len(c.Areas) == 0 {
-		for _, a := range Areas {
-			c.Areas = append(c.Areas, AreaDoc{ID: a, Title: AreaDocs[a]})
-		}
-	}
+	c.titles = run.ClauseTitles
 	interrupted := run.Interrupted || TimedOut(r)
 	started := 0
 	for _, sr := range r.SpecReports {
@@ -302,12 +284,9 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 		if sr.LeafNodeType != types.NodeTypeIt && !sr.Failed() {
 			continue // Ginkgo's bookkeeping: suite set-up and reporters
 		}
-		s := specResult(r, sr, run.Rerun)
+		s := specResult(r, sr, run)
 		if s.Sequence != nil && s.Sequence.ReplayFile != "" && run.Replay != nil {
 			s.Sequence.Replay = run.Replay(s.Sequence.ReplayFile)
-		}
-		if s.ClauseTitle == "" {
-			s.ClauseTitle = run.ClauseTitles[s.Clause]
 		}
 		if s.Row == "" && sr.LeafNodeType == types.NodeTypeIt {
 			s.Row = run.Row
@@ -320,7 +299,7 @@ func NewCertifyReport(r types.Report, run ReportRun) *CertifyReport {
 		}
 		c.Specs = append(c.Specs, s)
 	}
-	c.fillMatrix()
+	c.fillMatrix(run.RowRank)
 	c.Counts.NotRun = max(0, r.PreRunStats.SpecsThatWillRun-started)
 	c.decide(r, interrupted)
 	c.Partial = partial(r, run.FailFast, c.Counts.NotRun)
@@ -397,9 +376,9 @@ func nonNil(s []string) []string {
 }
 
 // specResult turns one Ginkgo spec report into a SpecResult.
-func specResult(r types.Report, sr types.SpecReport, rerun func(string) string) SpecResult {
-	s := SpecResult{Name: sr.FullText(), Suite: labelValue(sr, "suite"), Row: labelValue(sr, "row"),
-		Area: labelValue(sr, "area"), Labels: nonNil(sr.Labels()), DurationSeconds: sr.RunTime.Seconds(),
+func specResult(r types.Report, sr types.SpecReport, run ReportRun) SpecResult {
+	s := SpecResult{Name: sr.FullText(), Suite: LabelValue(sr, "suite"), Row: LabelValue(sr, "row"),
+		Area: LabelValue(sr, "area"), Labels: nonNil(sr.Labels()), DurationSeconds: sr.RunTime.Seconds(),
 		Methods: []string{}, Calls: []ReportCall{}, Violations: []Violation{}, Warnings: []Warning{}}
 	if s.Name == "" {
 		s.Name = fmt.Sprintf("%s %s", sr.LeafNodeType, sr.LeafNodeText)
@@ -445,12 +424,12 @@ func specResult(r types.Report, sr types.SpecReport, rerun func(string) string) 
 		}
 	}
 	if s.Clause == "" {
-		s.Clause = ClauseOf(sr.LeafNodeText)
+		s.Clause = ClauseIn(sr.LeafNodeText, run.ClauseTitles)
 	}
 	if s.Clause == "" && len(s.Violations) > 0 {
 		s.Clause = s.Violations[0].Clause
 	}
-	s.ClauseTitle = ClauseTitle(s.Clause)
+	s.ClauseTitle = run.ClauseTitles[s.Clause]
 	if len(s.Methods) == 0 {
 		for _, c := range s.Calls {
 			if !slices.Contains(s.Methods, c.Method) {
@@ -475,8 +454,8 @@ func specResult(r types.Report, sr types.SpecReport, rerun func(string) string) 
 		}
 	}
 	s.Focus = SpecFocus(r, sr)
-	if rerun != nil && (s.State == StateFailed || s.State == StateInterrupted) {
-		s.Rerun = rerun(s.Focus)
+	if run.Rerun != nil && (s.State == StateFailed || s.State == StateInterrupted) {
+		s.Rerun = run.Rerun(s.Focus)
 	}
 	return s
 }
@@ -504,7 +483,7 @@ func entryValue(e types.ReportEntry, dst any) error {
 }
 
 // fillMatrix counts the specs into rows and cells, and the reasons.
-func (c *CertifyReport) fillMatrix() {
+func (c *CertifyReport) fillMatrix(rowRank func(row, suite string) int) {
 	rows := map[string]int{}
 	reasons := map[string]int{}
 	for _, s := range c.Specs {
@@ -556,19 +535,21 @@ func (c *CertifyReport) fillMatrix() {
 		}
 	}
 	for i := range c.Matrix {
-		slices.SortStableFunc(c.Matrix[i].Cells, func(a, b MatrixCell) int { return areaRank(a.Area) - areaRank(b.Area) })
+		slices.SortStableFunc(c.Matrix[i].Cells, func(a, b MatrixCell) int { return c.areaRank(a.Area) - c.areaRank(b.Area) })
 	}
-	slices.SortStableFunc(c.Matrix, func(a, b MatrixRow) int {
-		return rowRank(SummaryRow{Name: a.Row, Suite: a.Suite}) - rowRank(SummaryRow{Name: b.Row, Suite: b.Suite})
-	})
+	if rowRank != nil {
+		slices.SortStableFunc(c.Matrix, func(a, b MatrixRow) int { return rowRank(a.Row, a.Suite) - rowRank(b.Row, b.Suite) })
+	}
 	sort.SliceStable(c.NotChecked, func(i, j int) bool { return c.NotChecked[i].Reason < c.NotChecked[j].Reason })
 }
 
-func areaRank(a string) int {
-	if i := slices.Index(Areas, a); i >= 0 {
+// areaRank is a's place among the report's areas (after them all when
+// it is none of them).
+func (c *CertifyReport) areaRank(a string) int {
+	if i := slices.IndexFunc(c.Areas, func(d AreaDoc) bool { return d.ID == a }); i >= 0 {
 		return i
 	}
-	return len(Areas)
+	return len(c.Areas)
 }
 
 // decide sets the verdict: interrupted, rejected (a failure or a
@@ -675,10 +656,10 @@ func (c *CertifyReport) WriteFailuresText(w io.Writer) {
 		fmt.Fprintf(w, "✘ %s\n", s.Name)
 		for i, v := range s.Violations {
 			if i == 0 {
-				fmt.Fprintf(w, "  broke: %s\n%s\n", ClauseText(v.Clause), v.DetailsOf(c.TargetKind))
+				fmt.Fprintf(w, "  broke: %s\n%s\n", c.ClauseText(v.Clause), v.DetailsOf(c.TargetKind))
 				continue
 			}
-			fmt.Fprintf(w, "  also broke: %s\n  %s\n", ClauseText(v.Clause), strings.ReplaceAll(v.DetailsOf(c.TargetKind), "\n", "\n  "))
+			fmt.Fprintf(w, "  also broke: %s\n  %s\n", c.ClauseText(v.Clause), strings.ReplaceAll(v.DetailsOf(c.TargetKind), "\n", "\n  "))
 		}
 		if s.Sequence != nil {
 			s.Sequence.writeText(w, "  ")
@@ -721,7 +702,8 @@ func (c *CertifyReport) WriteWarningsText(w io.Writer) {
 func (c *CertifyReport) WriteMatrixText(w io.Writer) {
 	w = termsafe.NewWriter(w) // untrusted text (a CPI's, a driver's) shown escaped
 	var cols []string
-	for _, a := range Areas {
+	for _, d := range c.Areas {
+		a := d.ID
 		if slices.ContainsFunc(c.Matrix, func(r MatrixRow) bool {
 			return slices.ContainsFunc(r.Cells, func(m MatrixCell) bool { return m.Area == a })
 		}) {

@@ -100,10 +100,10 @@ func (c *CertifyReport) JUnit() JUnit {
 		switch s.State {
 		case StateFailed:
 			v := s.Violations[0]
-			tc.Failure = &JUnitFailure{Message: ClauseText(v.Clause) + ": " + firstLine(v.Did), Type: v.Clause, Body: evidence(s, c.TargetKind)}
+			tc.Failure = &JUnitFailure{Message: c.ClauseText(v.Clause) + ": " + firstLine(v.Did), Type: v.Clause, Body: c.evidence(s)}
 			ts.Failures++
 		case StateInterrupted:
-			tc.Error = &JUnitFailure{Message: s.Reason, Type: "interrupted", Body: evidence(s, c.TargetKind)}
+			tc.Error = &JUnitFailure{Message: s.Reason, Type: "interrupted", Body: c.evidence(s)}
 			ts.Errors++
 		case StateNotChecked:
 			tc.Skipped = &JUnitSkipped{Message: s.Reason}
@@ -146,13 +146,14 @@ func caseName(s SpecResult) string {
 
 // evidence is a failed spec's body in the JUnit report: every violation
 // with what the CPI did, the request and response, then the rerun command.
-func evidence(s SpecResult, kind string) string {
+func (c *CertifyReport) evidence(s SpecResult) string {
+	kind := c.TargetKind
 	var b strings.Builder
 	for i, v := range s.Violations {
 		if i > 0 {
 			b.WriteString("\nalso broke: ")
 		}
-		fmt.Fprintf(&b, "%s\n%s\n", ClauseText(v.Clause), v.DetailsOf(kind))
+		fmt.Fprintf(&b, "%s\n%s\n", c.ClauseText(v.Clause), v.DetailsOf(kind))
 	}
 	if s.Sequence != nil {
 		b.WriteString("\n")

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/cpilab/cpilab/cpimodel/explore"
 )
 
 // Sequence is a shrunk random lifecycle that broke the contract's model
@@ -55,37 +53,10 @@ type SequenceStep struct {
 // (a Sequence without its replay command, which the report adds).
 const EntryExploreSequence = "explore_sequence"
 
-// sequenceOf is f as a report shows it.
-func sequenceOf(f *explore.Failure, replayFile string) Sequence {
-	s := Sequence{Seed: f.Seed, ReplayFile: replayFile, Steps: []SequenceStep{}, Broke: f.Violation.String()}
-	if f.Error != "" {
-		s.Broke = "could not run: " + f.Error
-	}
-	done := 0 // f.Done holds one entry per call: two for a concurrent step
-	for i, st := range f.Steps {
-		step := SequenceStep{N: i + 1, Profile: st.Profile, Method: st.Method, Arguments: st.Args, Call: explore.Step{Profile: st.Profile, Method: st.Method, Args: st.Args}.String()}
-		if step.Arguments == nil {
-			step.Arguments = []json.RawMessage{}
-		}
-		if st.With != nil {
-			step.Concurrent = st.With.String()
-		}
-		if done < len(f.Done) {
-			step.Response = excerpt([]byte(f.Done[done].Response))
-			done++
-			if st.With != nil && done < len(f.Done) {
-				done++
-			}
-		}
-		s.Steps = append(s.Steps, step)
-	}
-	return s
-}
-
 // writeText writes the sequence for a terminal or a JUnit body, each line
 // after the first indented by indent.
 func (s *Sequence) writeText(w io.Writer, indent string) {
-	fmt.Fprintf(w, "%sshrunk sequence (%d %s):\n", indent, len(s.Steps), plural(len(s.Steps), "step", "steps"))
+	fmt.Fprintf(w, "%sshrunk sequence (%d %s):\n", indent, len(s.Steps), Plural(len(s.Steps), "step", "steps"))
 	for _, st := range s.Steps {
 		call := st.Call
 		if st.Concurrent != "" {
@@ -105,14 +76,16 @@ func (s *Sequence) writeText(w io.Writer, indent string) {
 	}
 }
 
-// sequenceText is s.writeText as a string.
-func (s *Sequence) sequenceText(indent string) string {
+// Text is the sequence as a terminal shows it, each line after the first
+// indented by indent.
+func (s *Sequence) Text(indent string) string {
 	var b strings.Builder
 	s.writeText(&b, indent)
 	return b.String()
 }
 
-func plural(n int, one, many string) string {
+// Plural is one when n is 1, else many.
+func Plural(n int, one, many string) string {
 	if n == 1 {
 		return one
 	}

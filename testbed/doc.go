@@ -12,7 +12,7 @@
 //	defer tb.Close()
 //	path, err := tb.CPIConfig(testbed.CPISetup{APIVersionCap: 2})
 //	// bin/fakeiaas-cpi -configPath path < request.json
-//	cfg, err := tb.SuiteConfig([]string{"bin/fakeiaas-cpi"}) // for package suites
+//	cfg, err := tb.SuiteConfig([]string{"bin/fakeiaas-cpi"}) // for package suites/cpisuite
 //
 // testbed is the process-per-part world; director/lab is the in-process one
 // (docs/seams.md, "Worlds", says which to use when).

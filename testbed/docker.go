@@ -16,7 +16,7 @@ import (
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/dockerapi"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // The Docker cloud (Config.Docker): the testbed also serves fakeiaas's
@@ -160,27 +160,27 @@ func stemcellTarball(image []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// DockerSuiteConfig returns a suites.Config that certifies the BOSH Docker
+// DockerSuiteConfig returns a cpisuite.Config that certifies the BOSH Docker
 // CPI run by command on this testbed's Docker face: its one config for
 // every setup (it has neither a registry nor debug.cpi.api_version, so the
 // setups capped at api_version 1 are not checked, saying so, and those
 // needing api_version 3 say that its info reports 2), stemcells in
 // its tarball shape, a dynamic network on DockerNetwork, and the oracle,
 // agents, SFTP access and faults seen through the face (DockerOracle).
-func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
+func (t *Testbed) DockerSuiteConfig(command []string) (cpisuite.Config, error) {
 	cfgPath, err := t.DockerCPIConfig()
 	if err != nil {
-		return suites.Config{}, err
+		return cpisuite.Config{}, err
 	}
-	stemcells := map[int]suites.Stemcell{}
+	stemcells := map[int]cpisuite.Stemcell{}
 	for _, v := range []int{1, 2} {
 		p, err := t.DockerStemcell(v)
 		if err != nil {
-			return suites.Config{}, err
+			return cpisuite.Config{}, err
 		}
-		stemcells[v] = suites.Stemcell{ImagePath: p}
+		stemcells[v] = cpisuite.Stemcell{ImagePath: p}
 	}
-	cfg := suites.Config{
+	cfg := cpisuite.Config{
 		CPI:    dockerCPITarget(command, cfgPath),
 		Env:    dockerEnvironment(stemcells),
 		Oracle: DockerOracle{Cloud: t.IaaS.Cloud(), Face: t.Docker.Face()},
@@ -197,12 +197,12 @@ func (t *Testbed) DockerSuiteConfig(command []string) (suites.Config, error) {
 
 // dockerCPITarget runs the BOSH Docker CPI command with the config at
 // cfgPath for every setup but those capped at api_version 1.
-func dockerCPITarget(command []string, cfgPath string) suites.Target {
-	return suites.Target{
+func dockerCPITarget(command []string, cfgPath string) cpisuite.Target {
+	return cpisuite.Target{
 		Command: command,
-		ConfigPath: func(s suites.Switch) (string, error) {
+		ConfigPath: func(s cpisuite.Switch) (string, error) {
 			if s.APIVersionCap == 1 {
-				return "", fmt.Errorf("%w: the BOSH Docker CPI has no debug.cpi.api_version to cap it at 1 (its info always reports api_version 2)", suites.ErrCannotSwitch)
+				return "", fmt.Errorf("%w: the BOSH Docker CPI has no debug.cpi.api_version to cap it at 1 (its info always reports api_version 2)", cpisuite.ErrCannotSwitch)
 			}
 			return cfgPath, nil
 		},
@@ -212,9 +212,9 @@ func dockerCPITarget(command []string, cfgPath string) suites.Target {
 // dockerEnvironment is the suites' environment on Docker, the face or a
 // real daemon: the stemcells, the disk sizes of a volume, one dynamic
 // network on DockerNetwork.
-func dockerEnvironment(stemcells map[int]suites.Stemcell) suites.Environment {
+func dockerEnvironment(stemcells map[int]cpisuite.Stemcell) cpisuite.Environment {
 	netProps := cpiv2.MustCloudProps(map[string]string{"name": DockerNetwork})
-	return suites.Environment{
+	return cpisuite.Environment{
 		Stemcells: stemcells,
 		// Docker volumes have no size and the Docker CPI passes none;
 		// the face backs each volume with a disk of
@@ -239,30 +239,30 @@ type DockerOracle struct {
 	Face  *dockerapi.Face
 }
 
-var _ suites.Oracle = DockerOracle{}
+var _ cpisuite.Oracle = DockerOracle{}
 
 // Inventory lists every container, volume and image (ephemeral volumes
 // included: a leaked one is a leak). Snapshots: Docker has none.
 // UnseenCloudProperties: a container records the config the CPI made of a
 // VM's cloud_properties, not the cloud_properties themselves
-// (suites.UnseenCloudProperties).
+// (cpisuite.UnseenCloudProperties).
 func (o DockerOracle) UnseenCloudProperties() string {
 	return "a Docker container records the config the CPI made of the cloud_properties, not the cloud_properties themselves"
 }
 
 // FixedMetadata: Docker sets a container's and a volume's labels when it
-// creates them and cannot change them after (suites.FixedMetadata), so
+// creates them and cannot change them after (cpisuite.FixedMetadata), so
 // set_vm_metadata and set_disk_metadata have nothing they could change.
 func (o DockerOracle) FixedMetadata() string {
 	return "Docker sets container and volume labels at create time and cannot change them, so no set_vm_metadata or set_disk_metadata could show in the IaaS"
 }
 
-func (o DockerOracle) Inventory(ctx context.Context) (suites.Inventory, error) {
+func (o DockerOracle) Inventory(ctx context.Context) (cpisuite.Inventory, error) {
 	if err := ctx.Err(); err != nil {
-		return suites.Inventory{}, err
+		return cpisuite.Inventory{}, err
 	}
 	v := o.Face.View()
-	var inv suites.Inventory
+	var inv cpisuite.Inventory
 	for ref := range v.Images {
 		inv.Stemcells = append(inv.Stemcells, ref)
 	}
@@ -280,24 +280,24 @@ func (o DockerOracle) Inventory(ctx context.Context) (suites.Inventory, error) {
 
 // VM returns the container's VM: its metadata and the volumes bound into
 // it, each with the fakeiaas device of its disk.
-func (o DockerOracle) VM(ctx context.Context, name string) (suites.OracleVM, bool, error) {
+func (o DockerOracle) VM(ctx context.Context, name string) (cpisuite.OracleVM, bool, error) {
 	view := o.Face.View()
 	cid, ok := view.Containers[name]
 	if !ok {
-		return suites.OracleVM{}, false, nil
+		return cpisuite.OracleVM{}, false, nil
 	}
 	vm, err := o.Cloud.VM(ctx, cid)
 	if errors.Is(err, fakeiaas.ErrNotFound) {
-		return suites.OracleVM{}, false, nil
+		return cpisuite.OracleVM{}, false, nil
 	}
 	if err != nil {
-		return suites.OracleVM{}, false, err
+		return cpisuite.OracleVM{}, false, err
 	}
 	byDisk := map[string]string{}
 	for vol, vv := range view.Volumes {
 		byDisk[vv.Disk.String()] = vol
 	}
-	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), Disks: map[string]string{}, Boots: vm.Boots}
+	out := cpisuite.OracleVM{Metadata: map[string]string(vm.Metadata), Disks: map[string]string{}, Boots: vm.Boots}
 	for _, a := range vm.Attachments {
 		vol, ok := byDisk[a.DiskCID.String()]
 		if !ok {
@@ -311,20 +311,20 @@ func (o DockerOracle) VM(ctx context.Context, name string) (suites.OracleVM, boo
 // Disk returns the volume's disk: size, metadata, cloud_properties, the
 // container it is bound into and where (OracleDisk.Path: the bind target,
 // a directory in the container).
-func (o DockerOracle) Disk(ctx context.Context, name string) (suites.OracleDisk, bool, error) {
+func (o DockerOracle) Disk(ctx context.Context, name string) (cpisuite.OracleDisk, bool, error) {
 	view := o.Face.View()
 	vv, ok := view.Volumes[name]
 	if !ok {
-		return suites.OracleDisk{}, false, nil
+		return cpisuite.OracleDisk{}, false, nil
 	}
 	d, err := o.Cloud.Disk(ctx, vv.Disk)
 	if errors.Is(err, fakeiaas.ErrNotFound) {
-		return suites.OracleDisk{}, false, nil
+		return cpisuite.OracleDisk{}, false, nil
 	}
 	if err != nil {
-		return suites.OracleDisk{}, false, err
+		return cpisuite.OracleDisk{}, false, err
 	}
-	out := suites.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata), CloudProperties: d.CloudProperties, LUN: -1}
+	out := cpisuite.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata), CloudProperties: d.CloudProperties, LUN: -1}
 	if d.VMCID.IsZero() {
 		return out, true, nil
 	}
@@ -347,22 +347,22 @@ func (o DockerOracle) Disk(ctx context.Context, name string) (suites.OracleDisk,
 // Settings returns the settings the Docker CPI wrote into the container
 // (agent.WardenSettingsFile in its VM root): there is no registry and no
 // user-data on Docker.
-func (o DockerOracle) Settings(ctx context.Context, name string) (suites.OracleSettings, error) {
+func (o DockerOracle) Settings(ctx context.Context, name string) (cpisuite.OracleSettings, error) {
 	if err := ctx.Err(); err != nil {
-		return suites.OracleSettings{}, err
+		return cpisuite.OracleSettings{}, err
 	}
 	cid, ok := o.Face.ContainerVM(name)
 	if !ok {
-		return suites.OracleSettings{}, nil
+		return cpisuite.OracleSettings{}, nil
 	}
 	b, err := os.ReadFile(filepath.Join(o.Cloud.VMRoot(cid), filepath.FromSlash(agent.WardenSettingsFile[1:])))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return suites.OracleSettings{InVM: agent.WardenSettingsFile}, nil
+		return cpisuite.OracleSettings{InVM: agent.WardenSettingsFile}, nil
 	case err != nil:
-		return suites.OracleSettings{}, err
+		return cpisuite.OracleSettings{}, err
 	}
-	return suites.OracleSettings{InVM: agent.WardenSettingsFile, File: b}, nil
+	return cpisuite.OracleSettings{InVM: agent.WardenSettingsFile, File: b}, nil
 }
 
 // dockerVMOf is the fakeiaas VM of the container whose settings file names

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/cpiv2"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // DockerProxy passes a Docker CPI's requests to a real Docker daemon
@@ -234,7 +234,7 @@ func (p *DockerProxy) waitHold(ctx context.Context) {
 // volume creates held (create_disk).
 type RealDockerFaults struct{ Proxy *DockerProxy }
 
-var _ suites.Faults = RealDockerFaults{}
+var _ cpisuite.Faults = RealDockerFaults{}
 
 // FailVMCreations makes the next n container creates fail.
 func (f RealDockerFaults) FailVMCreations(ctx context.Context, n int) (func() error, error) {
@@ -251,7 +251,7 @@ func (f RealDockerFaults) FailVMCreations(ctx context.Context, n int) (func() er
 
 // Hold holds every volume create (create_disk) until the gate is
 // released; other methods cannot be held on a real daemon.
-func (f RealDockerFaults) Hold(ctx context.Context, method string) (suites.Gate, error) {
+func (f RealDockerFaults) Hold(ctx context.Context, method string) (cpisuite.Gate, error) {
 	if method != cpiv2.MethodCreateDisk {
 		return nil, fmt.Errorf("testbed: a real Docker daemon's proxy holds create_disk (volume creates) only, not %s", method)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/realagent"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/vmroot"
 )
 
@@ -30,7 +30,7 @@ import (
 // every later check (the data written through the link lands on the disk)
 // judges the upstream resolver's choice. Its answer is the one returned.
 // The box hosts the identity and virtio resolvers; on a VM whose agent uses
-// another one the action fails with suites.ErrNotHosted (not checked).
+// another one the action fails with cpisuite.ErrNotHosted (not checked).
 // Every other action goes to the reference agent.
 type RealAgents struct {
 	Ref Agents
@@ -48,7 +48,7 @@ func (r *RealAgents) Hosted() int {
 	return r.hosted
 }
 
-var _ suites.Agents = (*RealAgents)(nil)
+var _ cpisuite.Agents = (*RealAgents)(nil)
 
 // RealAgents wraps the testbed's agents with the upstream agent in box.
 func (t *Testbed) RealAgents(box *realagent.Box) *RealAgents {
@@ -68,11 +68,11 @@ func hostedResolver(res string) (string, error) {
 	case agent.ResolverVirtio:
 		return "virtio", nil
 	case agent.ResolverSCSI:
-		return "", fmt.Errorf("the upstream agent's box hosts the identity and virtio resolvers; this VM's agent uses scsi, which needs a real VM's /sys/bus/scsi tree: %w", suites.ErrNotHosted)
+		return "", fmt.Errorf("the upstream agent's box hosts the identity and virtio resolvers; this VM's agent uses scsi, which needs a real VM's /sys/bus/scsi tree: %w", cpisuite.ErrNotHosted)
 	case agent.ResolverMapped:
-		return "", fmt.Errorf("the upstream agent's box hosts the identity and virtio resolvers; this VM's agent uses mapped, a cpilab resolver type upstream has not (only as virtio's fallback): %w", suites.ErrNotHosted)
+		return "", fmt.Errorf("the upstream agent's box hosts the identity and virtio resolvers; this VM's agent uses mapped, a cpilab resolver type upstream has not (only as virtio's fallback): %w", cpisuite.ErrNotHosted)
 	}
-	return "", fmt.Errorf("the upstream agent's box hosts the identity and virtio resolvers; this VM's agent uses %q: %w", res, suites.ErrNotHosted)
+	return "", fmt.Errorf("the upstream agent's box hosts the identity and virtio resolvers; this VM's agent uses %q: %w", res, cpisuite.ErrNotHosted)
 }
 
 // Run runs the action; see RealAgents.
@@ -83,11 +83,11 @@ func (r *RealAgents) Run(ctx context.Context, agentID, method string, args ...an
 	t := r.Ref.t
 	vm := r.Ref.vmOf(ctx, agentID)
 	if vm == "" || t.agents == nil {
-		return nil, fmt.Errorf("agent %s: no VM of the embedded cloud runs it: %w", agentID, suites.ErrNotHosted)
+		return nil, fmt.Errorf("agent %s: no VM of the embedded cloud runs it: %w", agentID, cpisuite.ErrNotHosted)
 	}
 	a := t.agents.Agent(vm)
 	if a == nil {
-		return nil, fmt.Errorf("agent %s on %s is not running: %w", agentID, vm, suites.ErrNotHosted)
+		return nil, fmt.Errorf("agent %s on %s is not running: %w", agentID, vm, cpisuite.ErrNotHosted)
 	}
 	res, err := hostedResolver(a.DeviceResolver())
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/fakeiaas/dockerapi"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // A real Docker daemon (certify --cloud docker --docker-host): the Docker
@@ -196,18 +196,18 @@ func apiLess(a, b string) bool {
 	return aj < bj
 }
 
-// RealDockerSuiteConfig returns a suites.Config that certifies the BOSH
+// RealDockerSuiteConfig returns a cpisuite.Config that certifies the BOSH
 // Docker CPI (command) against the real Docker daemon d: the CPI's config
 // names d and its API version (CPIAPIVersion), the stemcells are small
 // runnable root file systems (RunnableDockerStemcell), and the oracle is
 // d's own state (RealDockerOracle), seen through a proxy that notes what
 // the CPI made and injects the faults (RealDockerFaults). There are no
 // agents and no SFTP on a real daemon: those specs are not checked.
-func (t *Testbed) RealDockerSuiteConfig(command []string, d *RealDocker) (suites.Config, error) {
+func (t *Testbed) RealDockerSuiteConfig(command []string, d *RealDocker) (cpisuite.Config, error) {
 	if t.dockerProxy == nil {
 		px, err := StartDockerProxy(d, filepath.Join(t.cfg.Dir, "docker-proxy.sock"))
 		if err != nil {
-			return suites.Config{}, err
+			return cpisuite.Config{}, err
 		}
 		t.dockerProxy = px
 	}
@@ -218,26 +218,26 @@ func (t *Testbed) RealDockerSuiteConfig(command []string, d *RealDocker) (suites
 	}}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
-		return suites.Config{}, err
+		return cpisuite.Config{}, err
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return suites.Config{}, fmt.Errorf("testbed: %w", err)
+		return cpisuite.Config{}, fmt.Errorf("testbed: %w", err)
 	}
 	if err := os.WriteFile(p, b, 0o600); err != nil {
-		return suites.Config{}, fmt.Errorf("testbed: %w", err)
+		return cpisuite.Config{}, fmt.Errorf("testbed: %w", err)
 	}
-	stemcells := map[int]suites.Stemcell{}
+	stemcells := map[int]cpisuite.Stemcell{}
 	for _, v := range []int{1, 2} {
 		sp := filepath.Join(t.cfg.Dir, "stemcells", fmt.Sprintf("docker-rootfs-stemcell-api%d.tgz", v))
 		if err := os.MkdirAll(filepath.Dir(sp), 0o755); err != nil {
-			return suites.Config{}, fmt.Errorf("testbed: %w", err)
+			return cpisuite.Config{}, fmt.Errorf("testbed: %w", err)
 		}
 		if err := RunnableDockerStemcell(sp, v); err != nil {
-			return suites.Config{}, err
+			return cpisuite.Config{}, err
 		}
-		stemcells[v] = suites.Stemcell{ImagePath: sp}
+		stemcells[v] = cpisuite.Stemcell{ImagePath: sp}
 	}
-	return suites.Config{
+	return cpisuite.Config{
 		CPI:    dockerCPITarget(command, p),
 		Env:    dockerEnvironment(stemcells),
 		Oracle: RealDockerOracle{Docker: d, VolumeSizeMiB: dockerapi.DefaultVolumeSizeMiB, Proxy: t.dockerProxy},
@@ -373,7 +373,7 @@ type RealDockerOracle struct {
 	Proxy *DockerProxy
 }
 
-var _ suites.Oracle = RealDockerOracle{}
+var _ cpisuite.Oracle = RealDockerOracle{}
 
 func (o RealDockerOracle) mine(kind, name string) bool {
 	return o.Proxy == nil || o.Proxy.Made(kind, name)
@@ -389,8 +389,8 @@ func (o RealDockerOracle) FixedMetadata() string { return DockerOracle{}.FixedMe
 
 // Inventory lists the daemon's containers (all, running or not), volumes
 // and tagged images: those the CPI made through Proxy, when set.
-func (o RealDockerOracle) Inventory(ctx context.Context) (suites.Inventory, error) {
-	var inv suites.Inventory
+func (o RealDockerOracle) Inventory(ctx context.Context) (cpisuite.Inventory, error) {
+	var inv cpisuite.Inventory
 	var cs []struct{ Names []string }
 	if _, err := o.Docker.get(ctx, "/containers/json?all=1", &cs); err != nil {
 		return inv, err
@@ -451,19 +451,19 @@ func (o RealDockerOracle) inspect(ctx context.Context, name string) (realContain
 // VM returns the container: its labels, the volumes mounted in it (each
 // with its mount point: a volume is a directory, there is no device), and
 // how many times the daemon started it (its start events).
-func (o RealDockerOracle) VM(ctx context.Context, name string) (suites.OracleVM, bool, error) {
+func (o RealDockerOracle) VM(ctx context.Context, name string) (cpisuite.OracleVM, bool, error) {
 	c, ok, err := o.inspect(ctx, name)
 	if !ok || err != nil {
-		return suites.OracleVM{}, false, err
+		return cpisuite.OracleVM{}, false, err
 	}
-	out := suites.OracleVM{Metadata: c.Config.Labels, Disks: map[string]string{}}
+	out := cpisuite.OracleVM{Metadata: c.Config.Labels, Disks: map[string]string{}}
 	for _, m := range c.Mounts {
 		if m.Type == "volume" {
 			out.Disks[m.Name] = m.Destination
 		}
 	}
 	if out.Boots, err = o.starts(ctx, c.ID); err != nil {
-		return suites.OracleVM{}, false, err
+		return cpisuite.OracleVM{}, false, err
 	}
 	return out, true, nil
 }
@@ -509,29 +509,29 @@ func (o RealDockerOracle) starts(ctx context.Context, id string) (int, error) {
 
 // Disk returns the volume: its labels, the nominal size, and the
 // container it is mounted in with the mount point (OracleDisk.Path).
-func (o RealDockerOracle) Disk(ctx context.Context, name string) (suites.OracleDisk, bool, error) {
+func (o RealDockerOracle) Disk(ctx context.Context, name string) (cpisuite.OracleDisk, bool, error) {
 	var v struct {
 		Name   string
 		Labels map[string]string
 	}
 	_, err := o.Docker.get(ctx, "/volumes/"+url.PathEscape(name), &v)
 	if errors.Is(err, errDockerNotFound) {
-		return suites.OracleDisk{}, false, nil
+		return cpisuite.OracleDisk{}, false, nil
 	}
 	if err != nil {
-		return suites.OracleDisk{}, false, err
+		return cpisuite.OracleDisk{}, false, err
 	}
-	out := suites.OracleDisk{SizeMiB: o.VolumeSizeMiB, Metadata: v.Labels, LUN: -1}
+	out := cpisuite.OracleDisk{SizeMiB: o.VolumeSizeMiB, Metadata: v.Labels, LUN: -1}
 	filters, err := json.Marshal(map[string][]string{"volume": {name}})
 	if err != nil {
-		return suites.OracleDisk{}, false, err
+		return cpisuite.OracleDisk{}, false, err
 	}
 	var cs []struct {
 		Names  []string
 		Mounts []struct{ Type, Name, Destination string }
 	}
 	if _, err := o.Docker.get(ctx, "/containers/json?all=1&filters="+url.QueryEscape(string(filters)), &cs); err != nil {
-		return suites.OracleDisk{}, false, err
+		return cpisuite.OracleDisk{}, false, err
 	}
 	for _, c := range cs {
 		for _, m := range c.Mounts {
@@ -547,8 +547,8 @@ func (o RealDockerOracle) Disk(ctx context.Context, name string) (suites.OracleD
 // container, read by an exec of tar inside it (the CPI's own way,
 // vm/file_service.go); nil while the container runs without it or does
 // not run.
-func (o RealDockerOracle) Settings(ctx context.Context, name string) (suites.OracleSettings, error) {
-	out := suites.OracleSettings{InVM: agent.WardenSettingsFile}
+func (o RealDockerOracle) Settings(ctx context.Context, name string) (cpisuite.OracleSettings, error) {
+	out := cpisuite.OracleSettings{InVM: agent.WardenSettingsFile}
 	c, ok, err := o.inspect(ctx, name)
 	if err != nil || !ok || !c.State.Running {
 		return out, err

@@ -12,42 +12,42 @@ import (
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/fakeiaas"
 	"github.com/cpilab/cpilab/fakeiaas/vmssh"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
-// SuiteConfig returns a suites.Config that certifies the CPI run by command
+// SuiteConfig returns a cpisuite.Config that certifies the CPI run by command
 // (e.g. {"bin/fakeiaas-cpi"}) on this testbed: one cpi.json per setup
 // (invoked as command -configPath FILE), stemcells of api_version 1 and 2,
 // and the oracle, agents, SFTP access and faults of the testbed.
-func (t *Testbed) SuiteConfig(command []string) (suites.Config, error) {
+func (t *Testbed) SuiteConfig(command []string) (cpisuite.Config, error) {
 	s1, err := t.StemcellImage(1)
 	if err != nil {
-		return suites.Config{}, err
+		return cpisuite.Config{}, err
 	}
 	s2, err := t.StemcellImage(2)
 	if err != nil {
-		return suites.Config{}, err
+		return cpisuite.Config{}, err
 	}
-	byResolver := map[string]map[int]suites.Stemcell{}
+	byResolver := map[string]map[int]cpisuite.Stemcell{}
 	for _, r := range []string{agent.ResolverIdentity, agent.ResolverMapped, agent.ResolverVirtio, agent.ResolverSCSI} {
-		byResolver[r] = map[int]suites.Stemcell{}
+		byResolver[r] = map[int]cpisuite.Stemcell{}
 		for _, v := range []int{1, 2} {
 			img, err := t.StemcellImageFor(v, r)
 			if err != nil {
-				return suites.Config{}, err
+				return cpisuite.Config{}, err
 			}
-			byResolver[r][v] = suites.Stemcell{ImagePath: img}
+			byResolver[r][v] = cpisuite.Stemcell{ImagePath: img}
 		}
 	}
-	cfg := suites.Config{
-		CPI: suites.Target{
+	cfg := cpisuite.Config{
+		CPI: cpisuite.Target{
 			Command: command,
-			ConfigPath: func(s suites.Switch) (string, error) {
+			ConfigPath: func(s cpisuite.Switch) (string, error) {
 				return t.CPIConfig(CPISetup{APIVersionCap: s.APIVersionCap, NoRegistry: s.NoRegistry})
 			},
 		},
-		Env: suites.Environment{
-			Stemcells: map[int]suites.Stemcell{1: {ImagePath: s1}, 2: {ImagePath: s2}},
+		Env: cpisuite.Environment{
+			Stemcells: map[int]cpisuite.Stemcell{1: {ImagePath: s1}, 2: {ImagePath: s2}},
 			// Small sparse disks: fakeiaas backs them with sparse files.
 			DiskSizeMiB: 64, ResizeToMiB: 128,
 			// Disk cloud_properties the oracle can check were kept.
@@ -82,18 +82,18 @@ func (t *Testbed) SuiteConfig(command []string) (suites.Config, error) {
 	return cfg, nil
 }
 
-// Oracle is the fakeiaas oracle as a suites.Oracle.
+// Oracle is the fakeiaas oracle as a cpisuite.Oracle.
 type Oracle struct{ Cloud *fakeiaas.Cloud }
 
-var _ suites.Oracle = Oracle{}
+var _ cpisuite.Oracle = Oracle{}
 
 // Inventory lists every object in the fake cloud.
-func (o Oracle) Inventory(ctx context.Context) (suites.Inventory, error) {
+func (o Oracle) Inventory(ctx context.Context) (cpisuite.Inventory, error) {
 	s, err := o.Cloud.State(ctx)
 	if err != nil {
-		return suites.Inventory{}, err
+		return cpisuite.Inventory{}, err
 	}
-	var inv suites.Inventory
+	var inv cpisuite.Inventory
 	for _, x := range s.Stemcells {
 		inv.Stemcells = append(inv.Stemcells, x.CID.String())
 	}
@@ -110,20 +110,20 @@ func (o Oracle) Inventory(ctx context.Context) (suites.Inventory, error) {
 }
 
 // VM returns a VM's metadata and attachments.
-func (o Oracle) VM(ctx context.Context, cid string) (suites.OracleVM, bool, error) {
+func (o Oracle) VM(ctx context.Context, cid string) (cpisuite.OracleVM, bool, error) {
 	vmCID, err := cpiv2.NewVMCID(cid)
 	if err != nil {
-		return suites.OracleVM{}, false, err
+		return cpisuite.OracleVM{}, false, err
 	}
 	vm, err := o.Cloud.VM(ctx, vmCID)
 	if errors.Is(err, fakeiaas.ErrNotFound) {
-		return suites.OracleVM{}, false, nil
+		return cpisuite.OracleVM{}, false, nil
 	}
 	if err != nil {
-		return suites.OracleVM{}, false, err
+		return cpisuite.OracleVM{}, false, err
 	}
-	out := suites.OracleVM{Metadata: map[string]string(vm.Metadata), CloudProperties: vm.CloudProperties, Disks: map[string]string{}, Boots: vm.Boots,
-		Size: &suites.OracleVMSize{CPU: vm.Size.CPU, RAMMiB: vm.Size.RAMMiB, EphemeralDiskMiB: vm.Size.EphemeralDiskMiB}}
+	out := cpisuite.OracleVM{Metadata: map[string]string(vm.Metadata), CloudProperties: vm.CloudProperties, Disks: map[string]string{}, Boots: vm.Boots,
+		Size: &cpisuite.OracleVMSize{CPU: vm.Size.CPU, RAMMiB: vm.Size.RAMMiB, EphemeralDiskMiB: vm.Size.EphemeralDiskMiB}}
 	for _, a := range vm.Attachments {
 		out.Disks[a.DiskCID.String()] = a.Device
 	}
@@ -131,27 +131,27 @@ func (o Oracle) VM(ctx context.Context, cid string) (suites.OracleVM, bool, erro
 }
 
 // Disk returns a disk's size, metadata and attachment.
-func (o Oracle) Disk(ctx context.Context, cid string) (suites.OracleDisk, bool, error) {
+func (o Oracle) Disk(ctx context.Context, cid string) (cpisuite.OracleDisk, bool, error) {
 	diskCID, err := cpiv2.NewDiskCID(cid)
 	if err != nil {
-		return suites.OracleDisk{}, false, err
+		return cpisuite.OracleDisk{}, false, err
 	}
 	d, err := o.Cloud.Disk(ctx, diskCID)
 	if errors.Is(err, fakeiaas.ErrNotFound) {
-		return suites.OracleDisk{}, false, nil
+		return cpisuite.OracleDisk{}, false, nil
 	}
 	if err != nil {
-		return suites.OracleDisk{}, false, err
+		return cpisuite.OracleDisk{}, false, err
 	}
 	lun := -1
 	if d.Device != "" {
 		lun = d.LUN
 	}
-	return suites.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata), CloudProperties: d.CloudProperties,
+	return cpisuite.OracleDisk{SizeMiB: d.SizeMiB, Metadata: map[string]string(d.Metadata), CloudProperties: d.CloudProperties,
 		AttachedTo: d.VMCID.String(), Device: d.Device, LUN: lun}, true, nil
 }
 
-var _ suites.SnapshotSources = Oracle{}
+var _ cpisuite.SnapshotSources = Oracle{}
 
 // SnapshotSource returns the disk a snapshot was taken of.
 func (o Oracle) SnapshotSource(ctx context.Context, cid string) (string, bool, error) {
@@ -169,18 +169,18 @@ func (o Oracle) SnapshotSource(ctx context.Context, cid string) (string, bool, e
 
 // Settings returns the registry entry, the number of registry writes and
 // the user-data of a VM.
-func (o Oracle) Settings(ctx context.Context, vmCID string) (suites.OracleSettings, error) {
+func (o Oracle) Settings(ctx context.Context, vmCID string) (cpisuite.OracleSettings, error) {
 	s, err := o.Cloud.State(ctx)
 	if err != nil {
-		return suites.OracleSettings{}, err
+		return cpisuite.OracleSettings{}, err
 	}
-	var out suites.OracleSettings
+	var out cpisuite.OracleSettings
 	if r, ok := s.Registry[vmCID]; ok {
 		out.Registry = r
 	}
 	puts, err := o.Cloud.History(ctx, fakeiaas.HistoryFilter{Op: fakeiaas.OpRegistryPut, Target: vmCID}, 0)
 	if err != nil {
-		return suites.OracleSettings{}, err
+		return cpisuite.OracleSettings{}, err
 	}
 	for _, h := range puts {
 		if h.Result == "ok" {
@@ -219,7 +219,7 @@ func (f Faults) FailVMCreations(ctx context.Context, n int) (func() error, error
 
 // Hold pauses every fakeiaas request of one kind (a fakeiaas pause rule)
 // until the gate is released.
-func (f Faults) Hold(ctx context.Context, method string) (suites.Gate, error) {
+func (f Faults) Hold(ctx context.Context, method string) (cpisuite.Gate, error) {
 	r, err := f.Cloud.AddFault(ctx, fakeiaas.Rule{Op: fakeiaas.Op(method), Effect: fakeiaas.Effect{Kind: fakeiaas.EffectPause}})
 	if err != nil {
 		return nil, err
@@ -313,15 +313,15 @@ func (a Agents) Run(ctx context.Context, agentID, method string, args ...any) (j
 type Files struct{ t *Testbed }
 
 // Open logs in to the VM over SSH and starts SFTP.
-func (f Files) Open(ctx context.Context, vm suites.VMAccess) (suites.VMFS, error) {
+func (f Files) Open(ctx context.Context, vm cpisuite.VMAccess) (cpisuite.VMFS, error) {
 	c, err := vmssh.Dial(vmssh.ClientConfig{Addr: f.t.SSH.Addr(), VMCID: vm.VMCID, Signer: f.t.signer, HostKey: f.t.SSH.HostKey()})
 	if err != nil {
 		return nil, err
 	}
-	return suites.SFTPFS(c.Client, c), nil
+	return cpisuite.SFTPFS(c.Client, c), nil
 }
 
-var _ suites.WholeState = Oracle{}
+var _ cpisuite.WholeState = Oracle{}
 
 // ModelState reads the whole fake cloud as the contract's model sees it.
 func (o Oracle) ModelState(ctx context.Context) (cpimodel.State, error) {

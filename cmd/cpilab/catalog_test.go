@@ -14,6 +14,7 @@ import (
 
 	"github.com/cpilab/cpilab/fixtures/buggycpi"
 	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // The catalog test runs `cpilab certify --cpi` against every bug of
@@ -181,7 +182,7 @@ func judgeRejection(rep *suites.CertifyReport, bug buggycpi.Bug) string {
 	own := append([]string{bug.Clause}, bug.AlsoClauses...)
 	may := bug.MayBreak()
 	in := func(set []string, c string) bool {
-		return slices.Contains(set, c) || slices.Contains(set, suites.ClauseOf(c))
+		return slices.Contains(set, c) || slices.Contains(set, cpisuite.ClauseOf(c))
 	}
 	caught := false
 	var extras []string
@@ -213,7 +214,7 @@ func recordBreaks(t *testing.T, bug buggycpi.Bug, rep *suites.CertifyReport) {
 	own := append([]string{bug.Clause}, bug.AlsoClauses...)
 	var b strings.Builder
 	for _, c := range rep.FailedClauses() {
-		if !slices.Contains(own, c) && !slices.Contains(own, suites.ClauseOf(c)) {
+		if !slices.Contains(own, c) && !slices.Contains(own, cpisuite.ClauseOf(c)) {
 			b.WriteString(bug.Name + " " + c + "\n")
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cpilab/cpilab/certifier"
 	"github.com/cpilab/cpilab/internal/shellword"
 	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/testbed"
 )
 
@@ -25,7 +26,7 @@ func init() {
 	commands["certify"] = command{summary: "certify a CPI against the contract suite and the reference table", run: runCertify}
 }
 
-// certifyFlags are certify's flags; they map onto suites.Config and
+// certifyFlags are certify's flags; they map onto cpisuite.Config and
 // suites.RunOptions and nothing else.
 type certifyFlags struct {
 	// common are the flags every certifier shares (package certifier).
@@ -91,8 +92,9 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	run := &certifyRun{f: f}
 	return runCertifier(ctx, fs, &f.common, certifier.Certifier{Name: "certify", TargetKind: "CPI", StrictInSuite: true,
+		Areas: cpisuite.ReportAreas(), ClauseTitles: cpisuite.ClauseTitles, RowRank: cpisuite.RowRank,
 		List: func(opts suites.RunOptions) ([]suites.SpecInfo, error) {
-			return suites.List(suites.Config{CPI: suites.Target{Command: []string{"cpi"}}}, opts)
+			return cpisuite.List(cpisuite.Config{CPI: cpisuite.Target{Command: []string{"cpi"}}}, opts)
 		},
 		Run: run.run}, stdout, stderr)
 }
@@ -154,12 +156,12 @@ type certifyRun struct {
 
 // setUp finds the CPI and what it runs on: the embedded cloud (tb, closed
 // by the caller) or the real cloud of --config.
-func (c *certifyRun) setUp() (suites.Config, *testbed.Testbed, error) {
+func (c *certifyRun) setUp() (cpisuite.Config, *testbed.Testbed, error) {
 	f := c.f
 	if f.config != "" {
-		rc, err := suites.LoadCloudFile(f.config)
+		rc, err := cpisuite.LoadCloudFile(f.config)
 		if err != nil {
-			return suites.Config{}, nil, err
+			return cpisuite.Config{}, nil, err
 		}
 		cfg, err := rc.Config()
 		if err != nil {
@@ -183,7 +185,7 @@ func (c *certifyRun) setUp() (suites.Config, *testbed.Testbed, error) {
 	}
 	cpi, isDefault, err := findCPI(f.cpi)
 	if err != nil {
-		return suites.Config{}, nil, err
+		return cpisuite.Config{}, nil, err
 	}
 	tb, cfg, err := f.startCloud(cpi)
 	if err != nil {
@@ -251,7 +253,7 @@ func (c *certifyRun) run(ctx context.Context, opts suites.RunOptions, o certifie
 	if ctx.Err() != nil { // interrupted while the cloud started
 		return nil, certifier.ErrNotStarted
 	}
-	report, err := suites.Run(cfg, opts)
+	report, err := cpisuite.Run(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -263,12 +265,12 @@ func (c *certifyRun) run(ctx context.Context, opts suites.RunOptions, o certifie
 		// An interrupt, the run's time limit or --fail-fast stops specs
 		// (and the clean-up of the containers they were in) short: delete
 		// what they left.
-		if note := suites.Sweep(cfg); note != "" {
+		if note := cpisuite.Sweep(cfg); note != "" {
 			c.notes = append(c.notes, note)
 		}
 	}
 	if inSuitesWorker() {
-		// A worker process of suites.Run: its share's report went to the
+		// A worker process of cpisuite.Run: its share's report went to the
 		// process that started it, which prints and writes the reports.
 		return &certifier.Result{Worker: true}, nil
 	}
@@ -408,6 +410,6 @@ func certifyShaping(f certifyFlags, argv0 string) []string {
 func shellWord(s string) string { return shellword.Quote(s) }
 
 // inSuitesWorker reports whether this process is one of the worker
-// processes suites.Run starts by running the same certify command again
-// (suites/workers.go names its share in CPILAB_SUITES_WORKER).
+// processes cpisuite.Run starts by running the same certify command again
+// (suites/cpisuite/workers.go names its share in CPILAB_SUITES_WORKER).
 func inSuitesWorker() bool { return os.Getenv("CPILAB_SUITES_WORKER") != "" }

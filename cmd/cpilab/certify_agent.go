@@ -8,7 +8,7 @@ import (
 	"io"
 
 	"github.com/cpilab/cpilab/realagent"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // --agent: which agent resolves the CPI's disk hints on the embedded cloud.
@@ -52,9 +52,9 @@ func startRealAgent(log io.Writer) (*realagent.Box, string) {
 type notHostedAgents struct{ why string }
 
 func (n notHostedAgents) Ping(context.Context, string) error {
-	return fmt.Errorf("%s: %w", n.why, suites.ErrNotHosted)
+	return fmt.Errorf("%s: %w", n.why, cpisuite.ErrNotHosted)
 }
 
 func (n notHostedAgents) Run(context.Context, string, string, ...any) (json.RawMessage, error) {
-	return nil, fmt.Errorf("%s: %w", n.why, suites.ErrNotHosted)
+	return nil, fmt.Errorf("%s: %w", n.why, cpisuite.ErrNotHosted)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cpilab/cpilab/realagent"
 	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // realAgentOrSkip skips unless the upstream agent's box can run: a binary
@@ -67,7 +68,7 @@ func TestCertifyAgentRealAcceptsReferenceCPI(t *testing.T) {
 	}
 	r := readReport(t, js)
 	for _, row := range []string{"d2.c2.s2", "d2.c1.s2"} {
-		for _, c := range []string{suites.ClauseAgentDisk, suites.ClauseSymlink, suites.ClauseDataMoves} {
+		for _, c := range []string{cpisuite.ClauseAgentDisk, cpisuite.ClauseSymlink, cpisuite.ClauseDataMoves} {
 			if st := specState(r, row, c); st != suites.StatePassed {
 				t.Errorf("row %s, clause %s: %q, want passed (the upstream agent's link)", row, c, st)
 			}
@@ -75,7 +76,7 @@ func TestCertifyAgentRealAcceptsReferenceCPI(t *testing.T) {
 	}
 	found := false
 	for _, s := range r.Specs {
-		if s.Row == "d1.c2.s2" && s.Clause == suites.ClauseAgentDisk {
+		if s.Row == "d1.c2.s2" && s.Clause == cpisuite.ClauseAgentDisk {
 			found = true
 			if s.State != suites.StateNotChecked || !strings.Contains(s.Reason, "uses scsi") {
 				t.Errorf("row d1.c2.s2 (scsi) %s: %s %q; want not checked, saying the box does not host scsi", s.Clause, s.State, s.Reason)
@@ -83,7 +84,7 @@ func TestCertifyAgentRealAcceptsReferenceCPI(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("row d1.c2.s2 has no %s spec in the report", suites.ClauseAgentDisk)
+		t.Errorf("row d1.c2.s2 has no %s spec in the report", cpisuite.ClauseAgentDisk)
 	}
 }
 
@@ -103,7 +104,7 @@ func TestCertifyAgentRealRejectsHintOfOtherDisk(t *testing.T) {
 	if code != exitRejected {
 		t.Fatalf("certify --agent real of hint-of-other-disk exited %d, want %d (rejected)\nstdout:\n%s\nstderr:\n%s", code, exitRejected, stdout, stderr)
 	}
-	if got := brokenClauses(readReport(t, js)); !slices.Contains(got, suites.ClauseHintDevice) {
-		t.Errorf("rejected for %v, want %s among them", got, suites.ClauseHintDevice)
+	if got := brokenClauses(readReport(t, js)); !slices.Contains(got, cpisuite.ClauseHintDevice) {
+		t.Errorf("rejected for %v, want %s among them", got, cpisuite.ClauseHintDevice)
 	}
 }

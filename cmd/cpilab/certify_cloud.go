@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/fakeiaas/dockerapi"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/testbed"
 )
 
@@ -76,7 +76,7 @@ func (f *certifyFlags) checkCloud(fs *flag.FlagSet) error {
 
 // startCloud starts the embedded cloud for --cloud and returns the suites'
 // config for the CPI command cpi.
-func (f *certifyFlags) startCloud(cpi string) (*testbed.Testbed, suites.Config, error) {
+func (f *certifyFlags) startCloud(cpi string) (*testbed.Testbed, cpisuite.Config, error) {
 	tcfg := testbed.Config{}
 	if f.cloud == cloudDocker && f.dockerHost == "" {
 		tcfg.Docker = true
@@ -89,7 +89,7 @@ func (f *certifyFlags) startCloud(cpi string) (*testbed.Testbed, suites.Config, 
 		d, err := testbed.DialDocker(ctx, f.dockerHost)
 		cancel()
 		if err != nil {
-			return nil, suites.Config{}, err
+			return nil, cpisuite.Config{}, err
 		}
 		if f.dockerAPI != "" {
 			d.CPIMaxAPIVersion = f.dockerAPI
@@ -98,9 +98,9 @@ func (f *certifyFlags) startCloud(cpi string) (*testbed.Testbed, suites.Config, 
 	}
 	tb, err := testbed.Start(tcfg)
 	if err != nil {
-		return nil, suites.Config{}, err
+		return nil, cpisuite.Config{}, err
 	}
-	var cfg suites.Config
+	var cfg cpisuite.Config
 	switch {
 	case f.realDocker != nil:
 		cfg, err = tb.RealDockerSuiteConfig([]string{cpi}, f.realDocker)
@@ -111,7 +111,7 @@ func (f *certifyFlags) startCloud(cpi string) (*testbed.Testbed, suites.Config, 
 	}
 	if err != nil {
 		tb.Close()
-		return nil, suites.Config{}, err
+		return nil, cpisuite.Config{}, err
 	}
 	return tb, cfg, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cpilab/cpilab/fakeiaas/dockerapi"
 	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // dockerCPIEnv names the BOSH Docker CPI binary the --cloud docker tests
@@ -117,7 +118,7 @@ func TestCertifyDockerCPI(t *testing.T) {
 		}
 	}
 	for _, row := range []string{"current.c2.s2", "d2.c2.s2", "cli.c2.s2"} {
-		for _, c := range []string{suites.ClauseAgentPing, suites.ClauseAgentDisk, suites.ClauseSymlink, suites.ClauseDataMoves} {
+		for _, c := range []string{cpisuite.ClauseAgentPing, cpisuite.ClauseAgentDisk, cpisuite.ClauseSymlink, cpisuite.ClauseDataMoves} {
 			if st := specState(r, row, c); st != "passed" {
 				t.Errorf("row %s, clause %s: %q, want passed", row, c, st)
 			}
@@ -144,13 +145,13 @@ func TestCertifyDockerBrokenFace(t *testing.T) {
 		t.Fatalf("certify on a broken face exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitRejected, stdout, stderr)
 	}
 	r := readReport(t, js)
-	for _, c := range []string{suites.ClauseHintDevice, suites.ClauseAgentDisk} {
+	for _, c := range []string{cpisuite.ClauseHintDevice, cpisuite.ClauseAgentDisk} {
 		if !slices.Contains(brokenClauses(r), c) {
 			t.Errorf("the broken face passed clause %s; failed: %v", c, brokenClauses(r))
 		}
 	}
-	if st := specState(r, "current.c2.s2", suites.ClauseAgentDisk); st != "failed" {
-		t.Errorf("row current.c2.s2 %s: %q, want failed", suites.ClauseAgentDisk, st)
+	if st := specState(r, "current.c2.s2", cpisuite.ClauseAgentDisk); st != "failed" {
+		t.Errorf("row current.c2.s2 %s: %q, want failed", cpisuite.ClauseAgentDisk, st)
 	}
 }
 

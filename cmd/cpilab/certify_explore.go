@@ -8,6 +8,7 @@ import (
 
 	"github.com/cpilab/cpilab/cpimodel/explore"
 	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // exploreFlags are certify's flags for random lifecycles (the contract
@@ -30,8 +31,8 @@ const exploreOnlySteps = 600
 func registerCertifyExplore(fs *flag.FlagSet, f *certifyFlags) {
 	e := &f.explore
 	fs.BoolVar(&e.explore, "explore", false, "run only random lifecycles (the explore row: rapid draws call sequences over several VMs, disks, snapshots and stemcells under each caller profile, the contract's model checked over the whole cloud after every step), with a bigger budget")
-	fs.Uint64Var(&e.seed, "seed", suites.DefaultExploreSeed, "`S` seeds the random lifecycles: the same seed, the same sequences (the default run explores too, with this seed)")
-	fs.IntVar(&e.steps, "explore-steps", 0, fmt.Sprintf("about `N` steps of random lifecycles in all (default %d in a default run, %d with --explore)", suites.DefaultExploreSteps, exploreOnlySteps))
+	fs.Uint64Var(&e.seed, "seed", cpisuite.DefaultExploreSeed, "`S` seeds the random lifecycles: the same seed, the same sequences (the default run explores too, with this seed)")
+	fs.IntVar(&e.steps, "explore-steps", 0, fmt.Sprintf("about `N` steps of random lifecycles in all (default %d in a default run, %d with --explore)", cpisuite.DefaultExploreSteps, exploreOnlySteps))
 	fs.StringVar(&e.replay, "replay", "", "run only the steps of replay `FILE` (written by a failed exploration) and check the model after each")
 	fs.StringVar(&e.replayOut, "replay-out", "", "write the shrunk steps of a failed exploration to `FILE` (default: a file in the temporary directory, named in the failure)")
 	fs.BoolVar(&e.noExplore, "no-explore", false, "leave the random lifecycles out of the run")
@@ -54,9 +55,9 @@ func (f *certifyFlags) checkExplore(fs *flag.FlagSet) error {
 // applyCertifyExplore sets the explore row's configuration and, with
 // --explore or --replay, runs that row alone (within any --label-filter).
 // The note it returns says what is explored, with the seed.
-func applyCertifyExplore(cfg *suites.Config, opts *suites.RunOptions, f certifyFlags) (note string, err error) {
+func applyCertifyExplore(cfg *cpisuite.Config, opts *suites.RunOptions, f certifyFlags) (note string, err error) {
 	e := f.explore
-	cfg.Explore = suites.Explore{Seed: e.seed, Steps: e.steps, Off: e.noExplore, ReplayFile: e.replayOut}
+	cfg.Explore = cpisuite.Explore{Seed: e.seed, Steps: e.steps, Off: e.noExplore, ReplayFile: e.replayOut}
 	if e.explore && e.steps == 0 {
 		cfg.Explore.Steps = exploreOnlySteps
 	}
@@ -75,7 +76,7 @@ func applyCertifyExplore(cfg *suites.Config, opts *suites.RunOptions, f certifyF
 		cfg.Explore.Replay = &rp
 	}
 	if e.explore || e.replay != "" {
-		only := "row:" + suites.ExploreRow
+		only := "row:" + cpisuite.ExploreRow
 		if opts.LabelFilter != "" {
 			only = "(" + opts.LabelFilter + ") && " + only
 		}
@@ -89,7 +90,7 @@ func applyCertifyExplore(cfg *suites.Config, opts *suites.RunOptions, f certifyF
 	}
 	steps := cfg.Explore.Steps
 	if steps == 0 {
-		steps = suites.DefaultExploreSteps
+		steps = cpisuite.DefaultExploreSteps
 	}
 	return fmt.Sprintf("random lifecycles: seed %d, about %d steps (--seed, --explore-steps; the model is checked after every step)", e.seed, steps), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cpilab/cpilab/internal/dockertest"
 
 	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/testbed"
 )
 
@@ -81,7 +82,7 @@ func TestCertifyDockerRealDaemon(t *testing.T) {
 			t.Errorf("row %s, clause %s: checked on the real daemon (%s) but %s on the face", k.row, k.clause, r, f)
 		case checked(f):
 			faceOnly++
-			if !slices.Contains([]string{suites.ClauseAgentPing, suites.ClauseAgentDisk, suites.ClauseSymlink, suites.ClauseDataMoves}, k.clause) {
+			if !slices.Contains([]string{cpisuite.ClauseAgentPing, cpisuite.ClauseAgentDisk, cpisuite.ClauseSymlink, cpisuite.ClauseDataMoves}, k.clause) {
 				t.Errorf("row %s, clause %s: checked on the face (%s), not on the real daemon; only the agent and VM file steps may differ", k.row, k.clause, f)
 			}
 		}
@@ -96,8 +97,8 @@ func TestCertifyDockerRealDaemon(t *testing.T) {
 		}
 	}
 	for _, r := range []*suites.CertifyReport{face, real} {
-		if slices.Contains(brokenClauses(r), suites.ClauseDeleteDisk) {
-			t.Errorf("a run names %s: DELETE /volumes/<missing>?force=1 is 204 on Docker", suites.ClauseDeleteDisk)
+		if slices.Contains(brokenClauses(r), cpisuite.ClauseDeleteDisk) {
+			t.Errorf("a run names %s: DELETE /volumes/<missing>?force=1 is 204 on Docker", cpisuite.ClauseDeleteDisk)
 		}
 	}
 	t.Logf("API %s (daemon %s %s): %d specs checked on both, the same; %d on the face only (agents); broken on both: %v", api, d.Version, d.APIVersion, both, faceOnly, rb)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cpilab/cpilab/fixtures/buggycpi"
 	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/testbed"
 )
 
@@ -56,7 +57,7 @@ func TestCertifyRealCloudModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tb.Close()
-	filter := "row:" + suites.ExploreRow + " || (row:director-current.api3 && (area:setup || area:disks || area:cleanup))"
+	filter := "row:" + cpisuite.ExploreRow + " || (row:director-current.api3 && (area:setup || area:disks || area:cleanup))"
 
 	t.Run("reference", func(t *testing.T) {
 		cfg := realCloudFile(t, tb, filepath.Join(dir, "fakeiaas-cpi"))
@@ -71,7 +72,7 @@ func TestCertifyRealCloudModel(t *testing.T) {
 		rep := readReport(t, js)
 		explored := false
 		for _, s := range rep.Specs {
-			if s.Row == suites.ExploreRow {
+			if s.Row == cpisuite.ExploreRow {
 				explored = true
 				if s.State != suites.StatePassed {
 					t.Errorf("the explore row is %s on a cloud without an oracle, want passed (its view is the CPI's reads): %s", s.State, s.Reason)

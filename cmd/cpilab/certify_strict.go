@@ -4,10 +4,10 @@ import (
 	"flag"
 	"strconv"
 
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
-// The flags that map onto suites.Config's strictness for CI: --strict
+// The flags that map onto cpisuite.Config's strictness for CI: --strict
 // (Config.Strict) and --require-api-version (Config.RequireAPIVersion).
 
 func registerCertifyExtra(fs *flag.FlagSet, f *certifyFlags) {
@@ -15,7 +15,7 @@ func registerCertifyExtra(fs *flag.FlagSet, f *certifyFlags) {
 }
 
 // applyCertifyExtra sets them on cfg.
-func applyCertifyExtra(cfg *suites.Config, f certifyFlags) {
+func applyCertifyExtra(cfg *cpisuite.Config, f certifyFlags) {
 	cfg.Strict = f.common.Strict
 	cfg.RequireAPIVersion = f.requireAPIVersion
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/testbed"
 )
 
@@ -143,7 +144,7 @@ func TestCertifyAcceptsReferenceCPI(t *testing.T) {
 	if !strings.Contains(stdout, "ACCEPTED") || !strings.Contains(stdout, "left in the embedded fakeiaas after the run: nothing") {
 		t.Fatalf("no verdict, or resources left behind:\n%s", stdout)
 	}
-	for _, row := range suites.ReferenceTable {
+	for _, row := range cpisuite.ReferenceTable {
 		if !strings.Contains(stdout, row.Name) {
 			t.Errorf("the summary has no row %s", row.Name)
 		}
@@ -168,7 +169,7 @@ func TestCertifyAcceptsReferenceCPI(t *testing.T) {
 			t.Errorf("spec %q: clause %q, methods %q", s.Name, s.Clause, s.Methods)
 		}
 	}
-	for _, row := range suites.ReferenceTable {
+	for _, row := range cpisuite.ReferenceTable {
 		if !slices.ContainsFunc(r.Matrix, func(m suites.MatrixRow) bool { return m.Row == row.Name }) {
 			t.Errorf("the JSON matrix has no row %s", row.Name)
 		}
@@ -531,7 +532,7 @@ func TestCertifyBrokenCPIEarnsNoPassAndItsSetupRerunReproduces(t *testing.T) {
 	js2 := filepath.Join(t.TempDir(), "r2.json")
 	code, stdout, stderr = runPrinted(t, printed[0], "--json-report", js2)
 	again := readReport(t, js2)
-	if code != exitRejected || again.Counts.Failed != 1 || !strings.Contains(again.Specs[0].Name, suites.ClauseSetup+":") {
+	if code != exitRejected || again.Counts.Failed != 1 || !strings.Contains(again.Specs[0].Name, cpisuite.ClauseSetup+":") {
 		t.Errorf("rerun %s: exit %d, counts %+v; want the setup failed again\n%s\n%s", printed[0], code, again.Counts, stdout, stderr)
 	}
 }

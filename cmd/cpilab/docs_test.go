@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 )
 
 // docs/cloud.yml is a real, loadable example that sets every field.
 func TestCloudYMLExampleLoads(t *testing.T) {
-	rc, err := suites.LoadCloudFile(filepath.Join("..", "..", "docs", "cloud.yml"))
+	rc, err := cpisuite.LoadCloudFile(filepath.Join("..", "..", "docs", "cloud.yml"))
 	if err != nil {
 		t.Fatalf("docs/cloud.yml: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/cpilab/cpilab/cpimodel"
 	"github.com/cpilab/cpilab/cpimodel/explore"
 	"github.com/cpilab/cpilab/fixtures/buggycpi"
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/testbed"
 )
 
@@ -21,7 +21,7 @@ import (
 type catalogDriver struct {
 	bug    string
 	config string
-	ws     suites.WholeState
+	ws     cpisuite.WholeState
 }
 
 func (d catalogDriver) Call(_ context.Context, req []byte) ([]byte, error) {
@@ -39,9 +39,9 @@ func (d catalogDriver) State(ctx context.Context) (cpimodel.State, error) {
 // (fixtures/buggycpi) on its own clause, or one it lists, and find nothing
 // in the legal variants of the model's latitude.
 func TestCatalogModelBugsBreakTheModel(t *testing.T) {
-	// The default run's budget (suites.DefaultExploreSteps with
-	// suites.DefaultExploreSeed).
-	o := explore.Options{Seed: suites.DefaultExploreSeed, Lifecycles: 2, MaxSteps: 40, NoShrink: true}
+	// The default run's budget (cpisuite.DefaultExploreSteps with
+	// cpisuite.DefaultExploreSeed).
+	o := explore.Options{Seed: cpisuite.DefaultExploreSeed, Lifecycles: 2, MaxSteps: 40, NoShrink: true}
 	// Each bug or variant on a cloud of its own: what one leaks does not
 	// weigh on the next.
 	explore1 := func(t *testing.T, name string) *explore.Failure {
@@ -107,7 +107,7 @@ func catalogCloud(t *testing.T, bug string) (catalogDriver, explore.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, ok := cfg.Oracle.(suites.WholeState)
+	ws, ok := cfg.Oracle.(cpisuite.WholeState)
 	if !ok {
 		t.Fatal("the testbed's oracle cannot read the whole cloud")
 	}

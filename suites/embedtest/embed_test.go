@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cpilab/cpilab/suites"
+	"github.com/cpilab/cpilab/suites/cpisuite"
 	"github.com/cpilab/cpilab/testbed"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -24,7 +24,7 @@ func TestEmbedded(t *testing.T) {
 
 // cfg is filled in by BeforeSuite; the registered specs read it when they
 // run.
-var cfg suites.Config
+var cfg cpisuite.Config
 
 var tb *testbed.Testbed
 
@@ -52,6 +52,6 @@ var _ = Describe("my CPI project", func() {
 		Expect(os.Getenv("PATH")).NotTo(BeEmpty())
 	})
 	Context("cpilab certification", func() {
-		suites.Register(&cfg)
+		cpisuite.Register(&cfg)
 	})
 })

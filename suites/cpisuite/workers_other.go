@@ -1,0 +1,16 @@
+//go:build !unix
+
+package cpisuite
+
+import (
+	"os"
+	"os/exec"
+)
+
+var interruptSignals = []os.Signal{os.Interrupt}
+
+func startWorkerGroup(*exec.Cmd) {}
+
+func forwardInterrupts(func() []*os.Process) (stop func()) { return func() {} }
+
+func interruptWhenOrphaned() (stop func()) { return func() {} }
