@@ -6,7 +6,10 @@
 // suites/csisuite for CSI drivers) registers its specs in a function and
 // hands it to RunTree, or to ListTree to list them without running
 // anything; both take the same RunOptions (label filter, focus, skip,
-// --fail-fast, progress, time limit). NewCertifyReport turns Ginkgo's
+// --fail-fast, progress, time limit). RunWorkers spreads a suite's
+// containers (its "row:" labels, in the shares the suite picks) over
+// worker processes that run the program again, and merges their reports
+// and progress. NewCertifyReport turns Ginkgo's
 // report into cpilab's report format (CertifyReport: docs/report.schema.json,
 // checked by ValidateJSONSchema), which writes itself as text, JSON, JUnit
 // and HTML; a ReportRun carries what the suite knows of its own words: its

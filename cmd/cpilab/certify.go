@@ -411,5 +411,5 @@ func shellWord(s string) string { return shellword.Quote(s) }
 
 // inSuitesWorker reports whether this process is one of the worker
 // processes cpisuite.Run starts by running the same certify command again
-// (suites/cpisuite/workers.go names its share in CPILAB_SUITES_WORKER).
+// (suites/workers.go names its share in CPILAB_SUITES_WORKER).
 func inSuitesWorker() bool { return os.Getenv("CPILAB_SUITES_WORKER") != "" }

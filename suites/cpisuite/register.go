@@ -39,13 +39,14 @@ func Test(t GinkgoTestingT, cfg Config) bool {
 // certify path), returning Ginkgo's report. It owns the process's Ginkgo
 // state: call it once per process.
 func Run(cfg Config, opts suites.RunOptions) (types.Report, error) {
-	if _, report, rows, ok := workerShare(); ok {
-		return runWorker(cfg, opts, report, rows)
+	run := func(opts suites.RunOptions) (types.Report, error) { return runTree(cfg, opts) }
+	if report, rows, ok := suites.WorkerShare(); ok {
+		return suites.RunWorker(opts, report, rows, run)
 	}
 	if n := workerCount(opts, cfg.withDefaults()); n > 1 {
-		return runShared(cfg, opts, n)
+		return suites.RunWorkers(shares(cfg.withDefaults(), n), opts, run)
 	}
-	return runTree(cfg, opts)
+	return run(opts)
 }
 
 func runTree(cfg Config, opts suites.RunOptions) (types.Report, error) {

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package cpisuite
+package suites
 
 import (
 	"os"

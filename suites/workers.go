@@ -1,4 +1,4 @@
-package cpisuite
+package suites
 
 import (
 	"bufio"
@@ -9,99 +9,38 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
-
-	"github.com/cpilab/cpilab/suites"
 
 	"github.com/onsi/ginkgo/v2/reporters"
 	"github.com/onsi/ginkgo/v2/types"
 )
 
 // Worker processes. Ginkgo runs the specs of one process one after the
-// other, so Run spreads independent containers (contract contexts and
-// reference-table rows, each with its own resources) over several
-// processes, as `ginkgo -p` does: this process runs one share itself and
-// starts the others by running the same program again with the same
-// arguments, plus an environment variable naming the share. Each worker
-// builds its own Config (the cpilab CLI: its own embedded cloud), runs its
-// share with the same label filter and focus, streams each finished spec
-// back for the progress line, and writes its report; Run merges the
-// reports. Verdicts do not depend on the split: no container shares
-// anything with another.
+// other, so a suite's Run may spread independent containers (each with its
+// own resources, named by its "row:" label) over several processes, as
+// `ginkgo -p` does: RunWorkers runs one share in this process and starts
+// the others by running the same program again with the same arguments,
+// plus an environment variable naming the share. Each worker (WorkerShare,
+// RunWorker) builds its own world (the cpilab CLI: its own embedded
+// cloud), runs its share with the same label filter and focus, streams
+// each finished spec back for the progress line, and writes its report;
+// RunWorkers merges the reports. Verdicts do not depend on the split: no
+// container shares anything with another. The suite decides the shares
+// (cpisuite weighs contract contexts and reference-table rows).
 const (
 	// WorkersEnv, when set to a positive number, is the default worker
-	// count of Run (RunOptions.Workers still wins); 1 runs everything in
-	// one process.
+	// count of a suite's Run (RunOptions.Workers still wins); 1 runs
+	// everything in one process.
 	WorkersEnv = "CPILAB_SUITES_WORKERS"
 	// workerEnv names a worker's share: "<index>/<count>/<report file>".
 	workerEnv = "CPILAB_SUITES_WORKER"
 	// shareEnv lists the rows (container "row:" labels) of the share.
 	shareEnv = "CPILAB_SUITES_SHARE"
 )
-
-// workerCount is how many processes a run uses: opts.Workers, else
-// $CPILAB_SUITES_WORKERS, else NumCPU + 1 (a CPI call waits on its process
-// and the IaaS about half the time), at most one per contract context; and
-// 1 inside a test binary (which cannot be run again as a certify command).
-func workerCount(opts suites.RunOptions, cfg Config) int {
-	if opts.Workers > 0 {
-		return opts.Workers
-	}
-	if testing.Testing() || opts.DryRun {
-		return 1
-	}
-	if n, err := strconv.Atoi(os.Getenv(WorkersEnv)); err == nil && n > 0 {
-		return n
-	}
-	return max(1, min(len(cfg.Contexts), runtime.NumCPU()+1))
-}
-
-// weight estimates a container's run time, for a fair split.
-func shareWeights(cfg Config) (names []string, weights []int) {
-	for _, c := range cfg.Contexts {
-		w := 5
-		if c.Thorough {
-			w = 9
-		}
-		names, weights = append(names, c.Name), append(weights, w)
-	}
-	for _, r := range cfg.Rows {
-		w := 1
-		if r.Refused || r.FailsClearly {
-			w = 0
-		}
-		names, weights = append(names, r.Name), append(weights, w)
-	}
-	if !cfg.Explore.Off {
-		names, weights = append(names, ExploreRow), append(weights, 4)
-	}
-	return names, weights
-}
-
-// shares splits the containers over n processes: heaviest first, each to
-// the lightest share so far.
-func shares(cfg Config, n int) [][]string {
-	names, weights := shareWeights(cfg)
-	order := make([]int, len(names))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return weights[b] - weights[a] })
-	out := make([][]string, n)
-	load := make([]int, n)
-	for _, i := range order {
-		j := slices.Index(load, slices.Min(load))
-		out[j] = append(out[j], names[i])
-		load[j] += weights[i] + 1
-	}
-	return out
-}
 
 // shareFilter is a label filter selecting the containers of one share
 // within the user's filter.
@@ -120,7 +59,7 @@ func shareFilter(user string, rows []string) string {
 	return f
 }
 
-// progressEvent is one line a worker streams to Run: first its total, then
+// progressEvent is one line a worker streams to RunWorkers: first its total, then
 // each finished spec.
 type progressEvent struct {
 	Total int               `json:"total,omitempty"`
@@ -188,9 +127,13 @@ func (h *progressHub) specLocked(sr types.SpecReport) {
 	}
 }
 
-// runShared runs the suites over n processes and merges their reports.
-func runShared(cfg Config, opts suites.RunOptions, n int) (types.Report, error) {
-	parts := shares(cfg.withDefaults(), n)
+// RunWorkers runs the containers of parts[0] in this process with run,
+// and those of each further share in a worker process that runs this
+// program again with the same arguments (it reaches RunWorker); it merges
+// their reports, writes opts' JSON and JUnit reports of the whole, and
+// merges their progress into opts.Progress.
+func RunWorkers(parts [][]string, opts RunOptions, run func(RunOptions) (types.Report, error)) (types.Report, error) {
+	n := len(parts)
 	exe, err := os.Executable()
 	if err != nil {
 		return types.Report{}, fmt.Errorf("suites: starting workers: %w", err)
@@ -272,7 +215,7 @@ func runShared(cfg Config, opts suites.RunOptions, n int) (types.Report, error) 
 		hub.spec(*sr)
 	}
 	start := time.Now()
-	merged, runErr := runTree(cfg, own)
+	merged, runErr := run(own)
 
 	var errs []error
 	if runErr != nil {
@@ -329,29 +272,31 @@ func mergeReports(into, r types.Report) types.Report {
 	return into
 }
 
-// worker is this process's share when it runs as a worker ("" when not).
-func workerShare() (index int, report string, rows []string, ok bool) {
+// WorkerShare is this process's share when RunWorkers started it as a
+// worker: the file its report goes to and the rows it runs (ok false when
+// it is no worker).
+func WorkerShare() (report string, rows []string, ok bool) {
 	v := os.Getenv(workerEnv)
 	if v == "" {
-		return 0, "", nil, false
+		return "", nil, false
 	}
 	parts := strings.SplitN(v, "/", 3)
 	if len(parts) != 3 {
-		return 0, "", nil, false
+		return "", nil, false
 	}
-	index, err := strconv.Atoi(parts[0])
-	if err != nil {
-		return 0, "", nil, false
+	if _, err := strconv.Atoi(parts[0]); err != nil {
+		return "", nil, false
 	}
 	if s := os.Getenv(shareEnv); s != "" {
 		rows = strings.Split(s, ",")
 	}
-	return index, parts[2], rows, true
+	return parts[2], rows, true
 }
 
-// runWorker runs this process's share and writes its report for the
-// process that started it; the report is also returned, as Run returns it.
-func runWorker(cfg Config, opts suites.RunOptions, report string, rows []string) (types.Report, error) {
+// RunWorker runs this worker's share (WorkerShare's rows) with run and
+// writes its report for the process that started it; the report is also
+// returned, as the suite's Run returns it.
+func RunWorker(opts RunOptions, report string, rows []string, run func(RunOptions) (types.Report, error)) (types.Report, error) {
 	events := os.NewFile(3, "cpilab-progress")
 	var mu sync.Mutex
 	enc := json.NewEncoder(events)
@@ -371,7 +316,7 @@ func runWorker(cfg Config, opts suites.RunOptions, report string, rows []string)
 		}
 		send(progressEvent{Spec: sr})
 	}
-	r, err := runTree(cfg, opts)
+	r, err := run(opts)
 	if events != nil {
 		events.Close()
 	}

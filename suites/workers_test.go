@@ -1,38 +1,15 @@
-package cpisuite
+package suites
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/onsi/ginkgo/v2/types"
 )
 
-// TestShares: every container is in exactly one share, the contract
-// contexts (the heavy ones) are spread first, and a share's filter keeps
-// the user's filter.
-func TestShares(t *testing.T) {
-	cfg := Config{}.withDefaults()
-	for n := 1; n <= 6; n++ {
-		parts := shares(cfg, n)
-		var all []string
-		for _, p := range parts {
-			all = append(all, p...)
-		}
-		names, _ := shareWeights(cfg)
-		slices.Sort(all)
-		slices.Sort(names)
-		if !slices.Equal(all, names) {
-			t.Fatalf("%d workers: shares %v do not hold each container once", n, parts)
-		}
-		if n <= len(cfg.Contexts) {
-			for i, p := range parts {
-				if !slices.ContainsFunc(p, func(r string) bool { return strings.Contains(r, "director") || strings.HasPrefix(r, "cli.api") }) {
-					t.Errorf("%d workers: share %d has no contract context: %v", n, i, p)
-				}
-			}
-		}
-	}
+// TestShareFilter: a share's filter selects its rows within the user's
+// filter.
+func TestShareFilter(t *testing.T) {
 	f := shareFilter("area:errors", []string{"d1.c1.s1", "cli.api2"})
 	m, err := types.ParseLabelFilter(f)
 	if err != nil {
