@@ -40,28 +40,39 @@ func sampleReport() types.Report {
 	}}
 }
 
-func TestSummarize(t *testing.T) {
-	s := Summarize(sampleReport())
-	if s.Passed != 2 || s.Failed != 1 || s.Skipped != 1 {
-		t.Fatalf("counts %d/%d/%d, want 2 passed, 1 failed, 1 skipped (the filtered-out spec is not counted)", s.Passed, s.Failed, s.Skipped)
+// TestReportMatrix: the CPI report's matrix counts the specs that ran
+// (not the one a filter left out), shows the contract contexts in
+// DefaultContexts order and a skip as a skip, and lists the reason.
+func TestReportMatrix(t *testing.T) {
+	c := newReport(sampleReport(), suites.ReportRun{})
+	if c.Counts.Passed != 2 || c.Counts.Failed != 1 || c.Counts.NotChecked != 1 {
+		t.Fatalf("counts %+v, want 2 passed, 1 failed, 1 not checked (the filtered-out spec is not counted)", c.Counts)
 	}
-	if len(s.Rows) != 2 || s.Rows[0].Name != "director-current.api3" || s.Rows[1].Name != "cli.api2" {
-		t.Fatalf("rows %+v, want the contexts in DefaultContexts order", s.Rows)
+	if len(c.Matrix) != 2 || c.Matrix[0].Row != "director-current.api3" || c.Matrix[1].Row != "cli.api2" {
+		t.Fatalf("rows %+v, want the contexts in DefaultContexts order", c.Matrix)
 	}
-	if m := s.Rows[1].Cells["errors"].Mark(); m != "✘ 1/2" {
+	cell := func(r suites.MatrixRow, area string) string {
+		for _, m := range r.Cells {
+			if m.Area == area {
+				return m.Mark()
+			}
+		}
+		return ""
+	}
+	if m := cell(c.Matrix[1], "errors"); m != "✘ 1/2" {
 		t.Errorf("cli errors cell %q", m)
 	}
-	if m := s.Rows[0].Cells["iaas"].Mark(); m != "– 1" {
+	if m := cell(c.Matrix[0], "iaas"); m != "– 1" {
 		t.Errorf("skipped cell %q: a skip must never look like a pass", m)
 	}
-	if s.NotChecked["not checked: no oracle"] != 1 {
-		t.Errorf("not checked: %v", s.NotChecked)
+	if len(c.NotChecked) != 1 || c.NotChecked[0].Reason != "not checked: no oracle" || c.NotChecked[0].Count != 1 {
+		t.Errorf("not checked: %+v", c.NotChecked)
 	}
 	var b bytes.Buffer
-	s.WriteText(&b)
-	for _, want := range []string{"errors", "iaas", "✘ 1/2", "1 failed", "Not checked (these are not passes)", "1 × not checked: no oracle"} {
+	c.WriteMatrixText(&b)
+	for _, want := range []string{"errors", "iaas", "✘ 1/2", "1 failed", "1 × not checked: no oracle"} {
 		if !strings.Contains(b.String(), want) {
-			t.Errorf("text summary lacks %q:\n%s", want, b.String())
+			t.Errorf("text matrix lacks %q:\n%s", want, b.String())
 		}
 	}
 }
