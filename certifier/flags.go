@@ -146,14 +146,6 @@ func WriteSpecList(w io.Writer, specs []suites.SpecInfo, titles map[string]strin
 	for _, s := range specs {
 		fmt.Fprintf(w, "%s  %s\n    clause: %s\n    labels: %s\n", suites.SpecID(s.Text), s.Text, suites.TitledClause(s.Clause, titles), strings.Join(s.Labels, ", "))
 	}
-	fmt.Fprintf(w, "%d %s\n", len(specs), Plural(len(specs), "spec", "specs"))
+	fmt.Fprintf(w, "%d %s\n", len(specs), suites.Plural(len(specs), "spec", "specs"))
 	return nil
-}
-
-// Plural is one or many.
-func Plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -27,15 +27,7 @@ func certifyCSIWithPath(t *testing.T, path string, args ...string) (int, string,
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"certify-csi"}, args...)...)
 	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+path)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errb.String()
-	} else if err != nil {
-		t.Fatalf("running certify-csi: %v\n%s", err, errb.String())
-	}
-	return 0, out.String(), errb.String()
+	return runCmd(t, cmd)
 }
 
 // With no flags, certify-csi certifies the bosh-csi executable it finds

@@ -41,15 +41,7 @@ func certifyFlex(t *testing.T, dir string, args ...string) (int, string, string)
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"certify-flex"}, args...)...)
 	cmd.Env = append(os.Environ(), "CPILAB_TEST_RUN_MAIN=1", "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errb.String()
-	} else if err != nil {
-		t.Fatalf("running certify-flex: %v\n%s", err, errb.String())
-	}
-	return 0, out.String(), errb.String()
+	return runCmd(t, cmd)
 }
 
 // With no flags, certify-flex certifies the project's driver (found on

@@ -15,8 +15,9 @@ import (
 )
 
 // realCloudFile writes a cloud file that runs command on the testbed as a
-// real cloud: cpilab is not told of the testbed, so it has no oracle.
-func realCloudFile(t *testing.T, tb *testbed.Testbed, command string) string {
+// real cloud: cpilab is not told of the testbed, so it has no oracle;
+// withMbus names the testbed's mbus, for the agent checks.
+func realCloudFile(t *testing.T, tb *testbed.Testbed, command string, withMbus bool) string {
 	t.Helper()
 	cpiJSON, err := tb.CPIConfig(testbed.CPISetup{})
 	if err != nil {
@@ -37,6 +38,9 @@ networks:
 disk_size_mib: 64
 timeouts: {call: 30s, agent: 20s}
 `, command, cpiJSON, s2)
+	if withMbus {
+		yml += fmt.Sprintf("mbus_url: %q\n", tb.MbusURL())
+	}
 	f := filepath.Join(t.TempDir(), "cloud.yml")
 	if err := os.WriteFile(f, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -60,7 +64,7 @@ func TestCertifyRealCloudModel(t *testing.T) {
 	filter := "row:" + cpisuite.ExploreRow + " || (row:director-current.api3 && (area:setup || area:disks || area:cleanup))"
 
 	t.Run("reference", func(t *testing.T) {
-		cfg := realCloudFile(t, tb, filepath.Join(dir, "fakeiaas-cpi"))
+		cfg := realCloudFile(t, tb, filepath.Join(dir, "fakeiaas-cpi"), false)
 		js := filepath.Join(t.TempDir(), "r.json")
 		code, stdout, stderr := certify(t, dir, "--config", cfg, "--label-filter", filter, "--json-report", js)
 		if code != 0 {
@@ -94,7 +98,7 @@ func TestCertifyRealCloudModel(t *testing.T) {
 			if !ok {
 				t.Fatalf("no bug %s in the catalog", name)
 			}
-			cfg := realCloudFile(t, tb, install(t, dir, bug))
+			cfg := realCloudFile(t, tb, install(t, dir, bug), false)
 			js := filepath.Join(t.TempDir(), "r.json")
 			code, stdout, stderr := certify(t, dir, "--config", cfg, "--label-filter", filter, "--json-report", js)
 			if code != 1 {

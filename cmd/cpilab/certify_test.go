@@ -6,7 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/xml"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -241,30 +240,7 @@ func TestCertifyRealCloudConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tb.Close()
-	cpiJSON, err := tb.CPIConfig(testbed.CPISetup{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2, err := tb.StemcellImage(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	yml := fmt.Sprintf(`cpi:
-  command: [%q]
-  config: %q
-stemcells:
-  2: {image: %q}
-vm_cloud_properties: {disk_hint: id}
-networks:
-  default: {type: manual, ip: 10.0.0.10, netmask: 255.255.255.0, gateway: 10.0.0.1}
-disk_size_mib: 64
-mbus_url: %q
-timeouts: {call: 30s, agent: 20s}
-`, filepath.Join(dir, "fakeiaas-cpi"), cpiJSON, s2, tb.MbusURL())
-	cfgFile := filepath.Join(t.TempDir(), "cloud.yml")
-	if err := os.WriteFile(cfgFile, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgFile := realCloudFile(t, tb, filepath.Join(dir, "fakeiaas-cpi"), true)
 	code, stdout, stderr := certify(t, dir, "--config", cfgFile, "--label-filter", "row:director-current.api3 || row:current.c3.s2 || row:d2.c2.s1")
 	t.Logf("stdout:\n%s", stdout)
 	if code != 0 {

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cpilab/cpilab/suites"
 	"github.com/onsi/ginkgo/v2/types"
-
-	"github.com/cpilab/cpilab/certifier"
 )
 
 // progress is the live progress line of a suite run, on stderr.
@@ -34,7 +33,7 @@ func (p *progress) update(done, total int, sr *types.SpecReport) {
 		return
 	}
 	if sr == nil {
-		fmt.Fprintf(p.w, "running %d %s\n", total, certifier.Plural(total, "spec", "specs"))
+		fmt.Fprintf(p.w, "running %d %s\n", total, suites.Plural(total, "spec", "specs"))
 		return
 	}
 	switch {
