@@ -270,32 +270,33 @@ func (r *run) task(ctx context.Context, clause string, x *Exchange) director.Tas
 // holds ("" when it holds none).
 func (r *run) done(ctx context.Context, clause string, x *Exchange) string {
 	GinkgoHelper()
-	tv := r.task(ctx, clause, x)
-	if tv.State != director.TaskDone {
-		violatef(clause, x, "the task failed: %s", taskString(tv))
-	}
-	cid, _, _, err := r.s.resultCID(ctx, tv.ID)
-	if err != nil {
-		violatef(clause, x, "%v", err)
-	}
+	cid, _, _ := r.result(ctx, clause, x)
 	return cid
 }
 
 // doneCID is done, and the result must hold a non-empty disk_cid.
 func (r *run) doneCID(ctx context.Context, clause string, x *Exchange) string {
 	GinkgoHelper()
+	cid, tv, raw := r.result(ctx, clause, x)
+	if cid == "" {
+		violatef(clause, x, "task %d succeeded, but its result %q holds no disk_cid", tv.ID, strings.TrimSpace(string(raw)))
+	}
+	return cid
+}
+
+// result requires x's task to succeed and returns the disk_cid its result
+// holds ("" when none), the task and the result as the director wrote it.
+func (r *run) result(ctx context.Context, clause string, x *Exchange) (string, director.TaskView, []byte) {
+	GinkgoHelper()
 	tv := r.task(ctx, clause, x)
 	if tv.State != director.TaskDone {
 		violatef(clause, x, "the task failed: %s", taskString(tv))
 	}
-	cid, ok, raw, err := r.s.resultCID(ctx, tv.ID)
+	cid, _, raw, err := r.s.resultCID(ctx, tv.ID) // cid is "" when the result holds none
 	if err != nil {
 		violatef(clause, x, "%v", err)
 	}
-	if !ok || cid == "" {
-		violatef(clause, x, "task %d succeeded, but its result %q holds no disk_cid", tv.ID, strings.TrimSpace(string(raw)))
-	}
-	return cid
+	return cid, tv, raw
 }
 
 // refused requires the director to refuse x: a 302 whose task fails
