@@ -1,6 +1,9 @@
 package house
 
 import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +59,7 @@ func importPath(g map[string][]string, from string, bad func(string) bool) []str
 func underSuites(p string) bool { return strings.HasPrefix(p, "suites/") }
 
 // TestSharedSuitesImportNoSuite: the package every suite uses (suites)
-// reaches no suite package, and the dynamic-disks, FlexVolume and CSI
+// reaches no suite package (nor do its tests import one), and the dynamic-disks, FlexVolume and CSI
 // suites do not reach the CPI suite (suites/cpisuite), directly or through
 // another package of the module.
 func TestSharedSuitesImportNoSuite(t *testing.T) {
@@ -69,6 +72,22 @@ func TestSharedSuitesImportNoSuite(t *testing.T) {
 	}
 	if chain := importPath(g, "suites", underSuites); chain != nil {
 		t.Errorf("package suites reaches a suite package: %s", strings.Join(chain, " → "))
+	}
+	tests, err := filepath.Glob(filepath.Join(root, "suites", "*_test.go"))
+	if err != nil || len(tests) == 0 {
+		t.Fatalf("no tests of package suites (%v)", err)
+	}
+	for _, file := range tests {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range f.Imports {
+			path, _ := strconv.Unquote(im.Path.Value)
+			if rel, ok := strings.CutPrefix(path, module+"/"); ok && underSuites(rel) {
+				t.Errorf("%s: package suites' test imports the suite %s", filepath.Base(file), rel)
+			}
+		}
 	}
 	cpi := func(p string) bool { return p == "suites/cpisuite" || strings.HasPrefix(p, "suites/cpisuite/") }
 	for _, s := range []string{"suites/dynamicdisks", "suites/flex", "suites/csisuite"} {
