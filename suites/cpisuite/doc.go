@@ -29,9 +29,10 @@
 // runs, once its own clean-up is done, so a filter never shows as a leak.
 // Every create_vm retries as the Director does (MaxVMCreateTries).
 //
-// Run spreads the containers over worker processes (RunOptions.Workers),
-// each with its own resources; Config.Strict turns "not checked" into
-// failures and Config.RequireAPIVersion fails CPIs reporting less.
+// Run spreads the containers over worker processes
+// (suites.RunOptions.Workers, suites.RunWorkers), each with its own
+// resources; Config.Strict turns "not checked" into failures and
+// Config.RequireAPIVersion fails CPIs reporting less.
 //
 // # The CPI contract suite
 //

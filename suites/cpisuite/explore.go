@@ -185,5 +185,5 @@ func (st *state) explore(ctx SpecContext) {
 
 // EntryExplore is the report entry of the explore row that says what was
 // explored (the seed and budget, or the replay); a failure's shrunk steps
-// are EntryExploreSequence.
+// are suites.EntryExploreSequence.
 const EntryExplore = "explore"

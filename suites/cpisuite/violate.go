@@ -24,7 +24,7 @@ func violationText(v suites.Violation) string {
 	return ClauseText(v.Clause) + "\n" + v.Details()
 }
 
-// violation builds a Violation from an exchange (x may be nil).
+// violation builds a suites.Violation from an exchange (x may be nil).
 func violation(clause, did string, x *Exchange) suites.Violation {
 	v := suites.Violation{Clause: clause, Did: did, ExitCode: -1}
 	if x != nil {
