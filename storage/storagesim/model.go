@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sort"
 	"time"
 
 	"github.com/cpilab/cpilab/simulator/faults"
@@ -52,6 +52,10 @@ type world struct {
 	faults   []Fault
 	provider Provider
 
+	// active holds the kinds of the faults active at now (setNow): the
+	// models ask several times a tick.
+	active []faults.Kind
+
 	disk   *disk
 	tasks  map[string]*task
 	seq    int
@@ -62,7 +66,7 @@ type disk struct {
 	name, cid string
 	sizeMiB   int64
 	usedMiB   float64
-	mods      []time.Time // accepted modifications
+	mods      []time.Time // accepted modifications, in time order
 	inflight  *task
 }
 
@@ -86,13 +90,35 @@ var errDirectorDown = errors.New("director unavailable (simulated outage)")
 
 func (w *world) since() time.Duration { return w.now.Sub(w.start) }
 
-func (w *world) faultActive(kind faults.Kind) bool {
+// setNow moves the world's clock to now and notes the faults active then.
+func (w *world) setNow(now time.Time) {
+	w.now = now
+	w.active = w.active[:0]
+	since := w.since()
 	for _, f := range w.faults {
-		if f.Kind == kind && f.active(w.since()) {
+		if f.active(since) {
+			w.active = append(w.active, f.Kind)
+		}
+	}
+}
+
+func (w *world) faultActive(kind faults.Kind) bool {
+	for _, k := range w.active {
+		if k == kind {
 			return true
 		}
 	}
 	return false
+}
+
+// countSince counts the times of ts, which are in order, in the window of
+// length window that ends at at: storage.CountInWindow by two binary
+// searches (the provider's record of modifications grows all run long).
+func countSince(ts []time.Time, at time.Time, window time.Duration) int {
+	lo := at.Add(-window)
+	i := sort.Search(len(ts), func(i int) bool { return ts[i].After(lo) })
+	j := sort.Search(len(ts), func(i int) bool { return ts[i].After(at) })
+	return max(j-i, 0)
 }
 
 // agentUnreachable: no usage report can come now (the agent is down, or
@@ -168,7 +194,7 @@ func (dr director) StartResize(_ context.Context, name string, size int64) (stri
 		t.refused = fmt.Sprintf("size %d MiB exceeds the provider maximum %d MiB", size, w.provider.MaxSizeMiB)
 	case w.provider.MinInterval > 0 && len(d.mods) > 0 && w.now.Sub(d.mods[len(d.mods)-1]) < w.provider.MinInterval:
 		t.refused = fmt.Sprintf("the volume was modified %s ago (minimum interval %s)", w.now.Sub(d.mods[len(d.mods)-1]), w.provider.MinInterval)
-	case w.provider.MaxPer24h > 0 && storage.CountInWindow(slices.Values(d.mods), w.now, 24*time.Hour) >= w.provider.MaxPer24h:
+	case w.provider.MaxPer24h > 0 && countSince(d.mods, w.now, 24*time.Hour) >= w.provider.MaxPer24h:
 		t.refused = fmt.Sprintf("%d modifications in the last 24 h (provider limit)", w.provider.MaxPer24h)
 	}
 	w.issued = append(w.issued, issued{at: w.now, from: d.sizeMiB, target: size, refused: t.refused != ""})
