@@ -311,9 +311,20 @@ func Record(st *Status, d Decision, at time.Time, r Result, message string, prof
 	}
 	st.History = prune(st.History, at.Add(-historyKeep))
 	if n := len(st.History); n > 0 && st.LastAction != nil {
-		last := st.History[n-1]
-		st.LastAction = &last
+		st.setLastAction(&st.History[n-1])
 	}
+}
+
+// setLastAction points LastAction at a copy of a (never into History). It
+// keeps the copy it made last time when that still holds a: most ticks
+// record no action, and a fresh copy each was half of what a simulated
+// run allocated.
+func (st *Status) setLastAction(a *Action) {
+	if st.LastAction != nil && st.LastAction == st.lastCopy && *st.LastAction == *a {
+		return
+	}
+	c := *a
+	st.lastCopy, st.LastAction = &c, &c
 }
 
 // prune drops from h, in place and in order, the actions older than cut:

@@ -95,3 +95,44 @@ func TestGateMessagesText(t *testing.T) {
 	check(msg(d, GateBudget), fmt.Sprintf("%d of %d actions used in the last 24 h (%d kept for emergencies)", 3, 4, 1))
 	check(msg(d, GateCooldown), fmt.Sprintf("the last planned action was %s ago (cooldown %s)", 10*time.Minute, time.Hour))
 }
+
+// LastAction is a copy of the last action, never a pointer into History
+// (an append or a prune would change it under the reader), and it follows
+// every change of that action.
+func TestLastActionIsACopyOfTheLast(t *testing.T) {
+	p := policy(t, Policy{RequestMiB: 1024, LimitMiB: 1 << 20, Window: Window{Schedule: AlwaysOpen}, Cooldown: -1})
+	var st Status
+	check := func(when string) {
+		t.Helper()
+		n := len(st.History)
+		if st.LastAction == nil || n == 0 {
+			t.Fatalf("%s: LastAction %v with %d actions", when, st.LastAction, n)
+		}
+		if st.LastAction == &st.History[n-1] || *st.LastAction != st.History[n-1] {
+			t.Fatalf("%s: LastAction %p %+v, last action %p %+v", when, st.LastAction, *st.LastAction, &st.History[n-1], st.History[n-1])
+		}
+	}
+	d := Decide(p, st, obs(t0, 10240, 8500), Reference)
+	Record(&st, d, t0, Issued, "", Reference)
+	check("after the grow")
+	first := st.LastAction
+	d = Decide(p, st, Observation{At: t0.Add(time.Minute), InFlight: true}, Reference)
+	Record(&st, d, t0.Add(time.Minute), Issued, "", Reference)
+	check("after a tick with nothing done")
+	if st.LastAction != first {
+		t.Error("a tick that did nothing made a new copy of the last action")
+	}
+	st.complete(Succeeded, "")
+	check("after the task completed")
+	if st.LastAction.Result != Succeeded || first.Result != Issued {
+		t.Errorf("LastAction %s, the earlier copy %s: want Succeeded, and Issued left as it was", st.LastAction.Result, first.Result)
+	}
+	held := *st.LastAction
+	st.History = append(st.History, Action{Kind: ScheduledShrink, At: t0.Add(time.Hour), Result: Refused})
+	d = Decide(p, st, obs(t0.Add(2*time.Hour), 20480, 8500), Reference)
+	Record(&st, d, t0.Add(2*time.Hour), Issued, "", Reference)
+	check("after an action appended by hand")
+	if held.Result != Succeeded {
+		t.Error("the copy a reader held changed")
+	}
+}
