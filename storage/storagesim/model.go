@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cpilab/cpilab/simulator/faults"
+	"github.com/cpilab/cpilab/simulator/scenario"
 	"github.com/cpilab/cpilab/storage"
 )
 
@@ -41,7 +43,98 @@ type Fault struct {
 	For  time.Duration
 }
 
-func (f Fault) String() string { return fmt.Sprintf("%s at=%s for=%s", f.Kind, f.At, f.For) }
+// String is the fault in the simulator's fault format (simulator/faults):
+// kind@AT d=FOR, AT being the time from the start of the run at which it
+// begins (the clock seam's position) and FOR how long it holds, as in
+//
+//	director-down@26h0m0s d=2h0m0s
+//
+// ParseFault reads it back.
+func (f Fault) String() string { return string(f.Kind) + "@" + f.At.String() + " d=" + f.For.String() }
+
+// ParseFault reads a fault as Fault.String writes it, with the simulator's
+// tokenizer and quoting (scenario.SplitWords, scenario.Unquote). It also
+// reads the storage simulation's first form, kind=KIND at=AT for=FOR, so
+// files written before stay readable.
+func ParseFault(s string) (Fault, error) {
+	toks, err := scenario.SplitWords(s)
+	if err != nil {
+		return Fault{}, fmt.Errorf("fault %q: %w", s, err)
+	}
+	if len(toks) == 0 {
+		return Fault{}, fmt.Errorf("fault %q: empty: want kind@TIME d=DURATION", s)
+	}
+	var f Fault
+	head, legacy := toks[0], !strings.Contains(toks[0], "@")
+	if !legacy {
+		i := strings.LastIndexByte(head, '@')
+		f.Kind = faults.Kind(head[:i])
+		if !f.Kind.Storage() {
+			return Fault{}, fmt.Errorf("fault %q: unknown kind %q (known: %s)", s, f.Kind, storageKindList())
+		}
+		if f.At, err = time.ParseDuration(head[i+1:]); err != nil || f.At < 0 {
+			return Fault{}, fmt.Errorf("fault %q: time %q after @ is not a non-negative duration", s, head[i+1:])
+		}
+		toks = toks[1:]
+	}
+	seen := map[string]bool{}
+	for _, kv := range toks {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return Fault{}, fmt.Errorf("fault %q: want key=value, got %q", s, kv)
+		}
+		if seen[k] {
+			return Fault{}, fmt.Errorf("fault %q: key %q given twice", s, k)
+		}
+		seen[k] = true
+		if v, err = scenario.Unquote(v); err != nil {
+			return Fault{}, fmt.Errorf("fault %q: key %s: %w", s, k, err)
+		}
+		var d *time.Duration
+		switch {
+		case k == "d" && !legacy, k == "for" && legacy:
+			d = &f.For
+		case k == "at" && legacy:
+			d = &f.At
+		case k == "kind" && legacy:
+			f.Kind = faults.Kind(v)
+			continue
+		default:
+			want := "d"
+			if legacy {
+				want = "kind, at, for"
+			}
+			return Fault{}, fmt.Errorf("fault %q: key %q does not apply (want %s)", s, k, want)
+		}
+		if *d, err = time.ParseDuration(v); err != nil || *d < 0 {
+			return Fault{}, fmt.Errorf("fault %q: %s %q is not a non-negative duration", s, k, v)
+		}
+		if d == &f.For && f.For == 0 {
+			return Fault{}, fmt.Errorf("fault %q: %s must be more than 0s (how long the fault holds)", s, k)
+		}
+	}
+	if !f.Kind.Storage() {
+		return Fault{}, fmt.Errorf("fault %q: unknown kind %q (known: %s)", s, f.Kind, storageKindList())
+	}
+	need := []string{"d"}
+	if legacy {
+		need = []string{"at", "for"}
+	}
+	for _, k := range need {
+		if !seen[k] {
+			return Fault{}, fmt.Errorf("fault %q: %s needs %s=<duration>", s, f.Kind, k)
+		}
+	}
+	return f, nil
+}
+
+func storageKindList() string {
+	names := make([]string, len(faults.StorageKinds))
+	for i, k := range faults.StorageKinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}
 
 func (f Fault) active(since time.Duration) bool { return since >= f.At && since < f.At+f.For }
 

@@ -218,7 +218,7 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, fmt.Errorf("unknown fault %q", f.Kind)
 		}
 		if f.At < 0 || f.For <= 0 {
-			return cfg, fmt.Errorf("fault %s: at must be ≥ 0 and for > 0", f)
+			return cfg, fmt.Errorf("fault %s: the time after @ must be ≥ 0 and d > 0", f)
 		}
 	}
 	return cfg, nil
