@@ -183,7 +183,6 @@ func (st *Status) complete(r Result, why string) {
 		if r == Succeeded {
 			st.EffectiveSizeMiB = a.ToMiB
 		}
-		last := *a
-		st.LastAction = &last
+		st.setLastAction(a)
 	}
 }

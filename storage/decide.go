@@ -1,8 +1,8 @@
 package storage
 
 import (
-	"fmt"
 	"iter"
+	"strconv"
 	"time"
 )
 
@@ -48,23 +48,29 @@ type Decision struct {
 }
 
 // ActionsInWindow counts the budgeted actions in (at-24h, at].
+// It is CountInWindow over the budgeted actions' times, written as one
+// loop: a volume the provider keeps refusing holds a refusal a tick, and
+// this runs every tick.
 func (s Status) ActionsInWindow(at time.Time) int {
-	return CountInWindow(func(yield func(time.Time) bool) {
-		for _, a := range s.History {
-			if a.CountsAgainstBudget() && !yield(a.At) {
-				return
-			}
+	lo := at.Add(-BudgetWindow)
+	n := 0
+	for i := range s.History {
+		a := &s.History[i]
+		if a.CountsAgainstBudget() && a.At.After(lo) && !a.At.After(at) {
+			n++
 		}
-	}, at, BudgetWindow)
+	}
+	return n
 }
 
 // CountInWindow counts the times of ts in the sliding window of length
 // window that ends at at: (at−window, at]. It is the one count of a
 // rolling window (the action budget, a provider's modifications per 24 h).
 func CountInWindow(ts iter.Seq[time.Time], at time.Time, window time.Duration) int {
+	lo := at.Add(-window)
 	n := 0
 	for t := range ts {
-		if t.After(at.Add(-window)) && !t.After(at) {
+		if t.After(lo) && !t.After(at) {
 			n++
 		}
 	}
@@ -85,7 +91,8 @@ func (s *Status) used(at time.Time, prof Profile) int {
 // shrinkAllowed: no growth in the last ShrinkDelay (a grow's step may
 // overshoot; taking it back at once is a flap).
 func (s *Status) shrinkAllowed(at time.Time, p Policy) bool {
-	for _, a := range s.History {
+	for i := range s.History {
+		a := &s.History[i]
 		if a.ToMiB > a.FromMiB && a.Result != Refused && at.Sub(a.At) < p.ShrinkDelay {
 			return false
 		}
@@ -96,8 +103,9 @@ func (s *Status) shrinkAllowed(at time.Time, p Policy) bool {
 // lastPlannedAt is when the last non-urgent budgeted action was issued.
 func (s *Status) lastPlannedAt() time.Time {
 	var t time.Time
-	for _, a := range s.History {
-		if !a.Kind.Urgent() && a.CountsAgainstBudget() && a.At.After(t) {
+	for i := range s.History {
+		a := &s.History[i]
+		if a.CountsAgainstBudget() && !a.Kind.Urgent() && a.At.After(t) {
 			t = a.At
 		}
 	}
@@ -124,6 +132,10 @@ func fitSize(p Policy, used int64, marginPct int) int64 {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// itoa formats like %d. Decide builds its messages with it rather than
+// fmt.Sprintf: a held-back volume gets one every tick.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // Decide decides what to do for one observation. p must have been
 // validated. It does not change st: call Record with what was done.
@@ -161,7 +173,7 @@ func Decide(p Policy, st Status, o Observation, prof Profile) Decision {
 		d.State = StateEmergency
 		if size >= ceiling {
 			d.State = StateAtLimit
-			d.Blocked = append(d.Blocked, Condition{Gate: GateLimit, Message: fmt.Sprintf("free space is critical (%d of %d MiB used) but the volume is at its limit %d MiB", used, size, ceiling)})
+			d.Blocked = append(d.Blocked, Condition{Gate: GateLimit, Message: "free space is critical (" + itoa(used) + " of " + itoa(size) + " MiB used) but the volume is at its limit " + itoa(ceiling) + " MiB"})
 			return d
 		}
 		d.Kind, d.TargetMiB = EmergencyGrow, min(size+step(p, max(d.ConvergeMiB, size)-size), ceiling)
@@ -169,7 +181,7 @@ func Decide(p Policy, st Status, o Observation, prof Profile) Decision {
 		d.State = StateNeedsGrow
 		if size >= ceiling {
 			d.State = StateAtLimit
-			d.Blocked = append(d.Blocked, Condition{Gate: GateLimit, Message: fmt.Sprintf("the volume is at its limit %d MiB", ceiling)})
+			d.Blocked = append(d.Blocked, Condition{Gate: GateLimit, Message: "the volume is at its limit " + itoa(ceiling) + " MiB"})
 			return d
 		}
 		d.Kind, d.TargetMiB = ScheduledGrow, min(size+step(p, d.ConvergeMiB-size), ceiling)
@@ -185,11 +197,11 @@ func Decide(p Policy, st Status, o Observation, prof Profile) Decision {
 
 	// Too small a change is not worth an action (urgent ones always are).
 	if !d.Kind.Urgent() && abs(d.TargetMiB-size)*100 < int64(p.MinDelta)*size {
-		d.Blocked = append(d.Blocked, Condition{Gate: GateMinDelta, Message: fmt.Sprintf("%d → %d MiB is below the minimum change of %d %%", size, d.TargetMiB, p.MinDelta)})
+		d.Blocked = append(d.Blocked, Condition{Gate: GateMinDelta, Message: itoa(size) + " → " + itoa(d.TargetMiB) + " MiB is below the minimum change of " + strconv.Itoa(p.MinDelta) + " %"})
 		d.Kind, d.TargetMiB, d.State = None, 0, StateBalanced
 		return d
 	}
-	d.Blocked = append(d.Blocked, gates(p, &st, o, d.Kind, prof, &d.NextWindow)...)
+	d.Blocked = gates(p, &st, o, d.Kind, prof, &d.NextWindow) // d.Blocked is empty here
 	if len(d.Blocked) > 0 {
 		switch d.Kind {
 		case ScheduledShrink:
@@ -248,7 +260,7 @@ func gates(p Policy, st *Status, o Observation, k Kind, prof Profile, next *time
 		allowed = max
 	}
 	if n := st.used(at, prof); n >= allowed {
-		c = append(c, Condition{Gate: GateBudget, Message: fmt.Sprintf("%d of %d actions used in the last 24 h (%d kept for emergencies)", n, max, p.Emergency.ReservedForEmergency)})
+		c = append(c, Condition{Gate: GateBudget, Message: strconv.Itoa(n) + " of " + strconv.Itoa(max) + " actions used in the last 24 h (" + strconv.Itoa(p.Emergency.ReservedForEmergency) + " kept for emergencies)"})
 	}
 	if k.Urgent() {
 		return c
@@ -259,7 +271,7 @@ func gates(p Policy, st *Status, o Observation, k Kind, prof Profile, next *time
 	}
 	if !prof.NoCooldown && p.Cooldown > 0 {
 		if last := st.lastPlannedAt(); !last.IsZero() && at.Sub(last) < p.Cooldown {
-			c = append(c, Condition{Gate: GateCooldown, Message: fmt.Sprintf("the last planned action was %s ago (cooldown %s)", at.Sub(last), p.Cooldown), Until: last.Add(p.Cooldown)})
+			c = append(c, Condition{Gate: GateCooldown, Message: "the last planned action was " + at.Sub(last).String() + " ago (cooldown " + p.Cooldown.String() + ")", Until: last.Add(p.Cooldown)})
 		}
 	}
 	return c
@@ -297,16 +309,47 @@ func Record(st *Status, d Decision, at time.Time, r Result, message string, prof
 			st.EffectiveSizeMiB = d.TargetMiB
 		}
 	}
-	// Prune what no window can count any more.
-	keep := st.History[:0]
-	for _, a := range st.History {
-		if at.Sub(a.At) <= historyKeep {
-			keep = append(keep, a)
+	st.History = prune(st.History, at.Add(-historyKeep))
+	if n := len(st.History); n > 0 && st.LastAction != nil {
+		st.setLastAction(&st.History[n-1])
+	}
+}
+
+// setLastAction points LastAction at a copy of a (never into History). It
+// keeps the copy it made last time when that still holds a: most ticks
+// record no action, and a fresh copy each was half of what a simulated
+// run allocated.
+func (st *Status) setLastAction(a *Action) {
+	if st.LastAction != nil && st.LastAction == st.lastCopy && *st.LastAction == *a {
+		return
+	}
+	c := *a
+	st.lastCopy, st.LastAction = &c, &c
+}
+
+// prune drops from h, in place and in order, the actions older than cut:
+// no window can count them any more. at.Sub(a.At) <= historyKeep is
+// !a.At.Before(at.Add(-historyKeep)) (Sub saturates in the same
+// direction). Actions are recorded in time order, so the old ones are a
+// prefix: that is resliced away without copying the rest, which a volume
+// with a refusal every tick would otherwise copy every tick; any old one
+// after the prefix (a clock that went back) is compacted as before.
+func prune(h []Action, cut time.Time) []Action {
+	k := 0
+	for k < len(h) && h[k].At.Before(cut) {
+		k++
+	}
+	h = h[k:]
+	for i := range h {
+		if h[i].At.Before(cut) {
+			keep := h[:i]
+			for _, a := range h[i+1:] {
+				if !a.At.Before(cut) {
+					keep = append(keep, a)
+				}
+			}
+			return keep
 		}
 	}
-	st.History = keep
-	if n := len(st.History); n > 0 && st.LastAction != nil {
-		last := st.History[n-1]
-		st.LastAction = &last
-	}
+	return h
 }

@@ -106,6 +106,9 @@ type Status struct {
 	// Counter and CounterAt model the fork's budget (Profile.BudgetReset).
 	Counter   int
 	CounterAt time.Time
+
+	// lastCopy is the copy of an action setLastAction made for LastAction.
+	lastCopy *Action
 }
 
 // Observation is what the controller knows about the volume at one moment.

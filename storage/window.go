@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"sync/atomic"
 	"time"
 	_ "time/tzdata" // IANA zones without depending on the host's tzdata
 
@@ -37,6 +38,30 @@ type Window struct {
 
 	spec *cron.SpecSchedule
 	loc  *time.Location
+	// memo remembers the last start nextStart found; validate makes a new
+	// one, and copies of the Window share it.
+	memo *startMemo
+}
+
+// startMemo remembers one answer of nextStart: the controller asks about
+// one moment a minute or so later each time, and the answer changes only
+// when a window starts or the local date turns. Safe for concurrent use.
+type startMemo struct{ last atomic.Pointer[startSpan] }
+
+// startSpan: nextStart(t) = next for every t in [from, next) whose civil
+// date in the window's zone is day. nextStart walks civil days from t's
+// local date and returns the first start after t; for a t after from
+// but before next on the same local date, the same walk passes the same
+// starts, all at or before from, until it reaches next.
+type startSpan struct {
+	from, next time.Time
+	day        civilDate
+}
+
+type civilDate struct {
+	y int
+	m time.Month
+	d int
 }
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -69,7 +94,7 @@ func (w *Window) validate() error {
 	if !ok {
 		return invalidf("maintenanceWindow.schedule %q: use a cron expression or @yearly/@monthly/@weekly/@daily/@hourly, not @every", w.Schedule)
 	}
-	w.spec, w.loc = spec, loc
+	w.spec, w.loc, w.memo = spec, loc, &startMemo{}
 	// A schedule that never fires (e.g. 31 February) is refused too.
 	if w.nextStart(time.Date(2000, 1, 1, 0, 0, 0, 0, loc)).IsZero() {
 		w.spec = nil
@@ -84,10 +109,29 @@ const searchYears = 9
 
 const starBit = 1 << 63
 
-// nextStart returns the first start strictly after t, or the zero time.
+// nextStart returns the first start strictly after t, or the zero time. It
+// reads t's wall clock only (a monotonic reading is dropped), and answers
+// from w.memo when t is in the span of the last answer.
 func (w *Window) nextStart(t time.Time) time.Time {
-	lt := t.In(w.loc)
-	y, m, d := lt.Date()
+	t = t.Round(0)
+	y, m, d := t.In(w.loc).Date()
+	day := civilDate{y, m, d}
+	if w.memo != nil {
+		if sp := w.memo.last.Load(); sp != nil && sp.day == day && !t.Before(sp.from) && t.Before(sp.next) {
+			return sp.next
+		}
+	}
+	s := w.searchStart(t, day)
+	if w.memo != nil && !s.IsZero() {
+		w.memo.last.Store(&startSpan{from: t, next: s, day: day})
+	}
+	return s
+}
+
+// searchStart walks civil days from day (t's local date) and returns the
+// first start strictly after t, or the zero time.
+func (w *Window) searchStart(t time.Time, cd civilDate) time.Time {
+	y, m, d := cd.y, cd.m, cd.d
 	day := time.Date(y, m, d, 12, 0, 0, 0, time.UTC) // civil date arithmetic in UTC
 	for i := 0; i < searchYears*366; i++ {
 		cy, cm, cd := day.Date()

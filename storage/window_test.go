@@ -2,8 +2,11 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func mustWindow(t *testing.T, w Window) *Window {
@@ -104,4 +107,42 @@ func TestWindowAlwaysOpenAndInvalid(t *testing.T) {
 	if unvalidated.Open(time.Date(2026, 1, 1, 3, 30, 0, 0, time.UTC)) {
 		t.Error("an unvalidated window is open")
 	}
+}
+
+// nextStart's memo answers as a search from scratch would, for moments
+// that mostly move forward a little (as a controller's ticks do) and now
+// and then jump back or far ahead, across daylight-saving changes
+// (including zones that change at midnight or by 30 minutes).
+func TestWindowMemoAnswersAsTheSearch(t *testing.T) {
+	schedules := []string{"0 3 * * *", "30 2 * * *", "0 0 * * *", "30 1 * * *", "0 */6 * * *", "0 2 * * 0", "15,45 0-3 * * *", "0 0 1 * *", "@hourly", "0 0 29 2 *"}
+	zones := []string{"UTC", "America/New_York", "Europe/Berlin", "Asia/Kolkata", "America/Santiago", "Australia/Lord_Howe", "America/Havana", "Asia/Beirut"}
+	rapid.Check(t, func(t *rapid.T) {
+		w := Window{
+			Schedule: rapid.SampledFrom(schedules).Draw(t, "schedule"),
+			Duration: time.Duration(rapid.IntRange(1, 72).Draw(t, "hours")) * time.Hour,
+			TimeZone: rapid.SampledFrom(zones).Draw(t, "zone"),
+		}
+		if err := w.validate(); err != nil {
+			t.Fatal(err)
+		}
+		plain := w
+		plain.memo = nil // every answer searched for
+		at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rapid.IntRange(0, 3*365*24*60).Draw(t, "start")) * time.Minute)
+		for i := range 300 {
+			switch rapid.IntRange(0, 19).Draw(t, fmt.Sprint("move", i)) {
+			case 0:
+				at = at.Add(-time.Duration(rapid.IntRange(1, 48*60).Draw(t, fmt.Sprint("back", i))) * time.Minute)
+			case 1:
+				at = at.Add(time.Duration(rapid.IntRange(1, 60*24*60).Draw(t, fmt.Sprint("jump", i))) * time.Minute)
+			default:
+				at = at.Add(time.Duration(rapid.IntRange(1, 90).Draw(t, fmt.Sprint("tick", i))) * time.Minute)
+			}
+			if got, want := w.Open(at), plain.Open(at); got != want {
+				t.Fatalf("Open(%s) = %v, the search says %v", at, got, want)
+			}
+			if got, want := w.Next(at), plain.Next(at); !got.Equal(want) {
+				t.Fatalf("Next(%s) = %s, the search says %s", at, got, want)
+			}
+		}
+	})
 }

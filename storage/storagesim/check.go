@@ -2,7 +2,6 @@ package storagesim
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/cpilab/cpilab/storage"
@@ -106,7 +105,7 @@ func (c *checker) afterReconcile(d storage.Decision, err error, started []issued
 		// Refusals cost no budget: the status's count may exceed the
 		// accepted modifications in the window by the one in flight only.
 		if w.disk != nil {
-			accepted := storage.CountInWindow(slices.Values(w.disk.mods), w.now, storage.BudgetWindow)
+			accepted := countSince(w.disk.mods, w.now, storage.BudgetWindow)
 			if n := st.ActionsInWindow(w.now); n > accepted+1 {
 				c.violate("refusal-free", "the status counts %d actions in 24 h, the provider accepted %d", n, accepted)
 			}
@@ -248,7 +247,7 @@ func (c *checker) attributeFull() string {
 	if prov.MinInterval > 0 && len(ds.mods) > 0 && c.lastAt.Sub(ds.mods[len(ds.mods)-1]) < prov.MinInterval {
 		return "provider interval"
 	}
-	if prov.MaxPer24h > 0 && storage.CountInWindow(slices.Values(ds.mods), c.lastAt, 24*time.Hour) >= prov.MaxPer24h {
+	if prov.MaxPer24h > 0 && countSince(ds.mods, c.lastAt, 24*time.Hour) >= prov.MaxPer24h {
 		return "provider quota"
 	}
 	gate := "none"

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/cpilab/cpilab/simulator/faults"
+	"github.com/cpilab/cpilab/simulator/scenario"
 	"github.com/cpilab/cpilab/storage"
 )
 
@@ -41,7 +43,98 @@ type Fault struct {
 	For  time.Duration
 }
 
-func (f Fault) String() string { return fmt.Sprintf("%s at=%s for=%s", f.Kind, f.At, f.For) }
+// String is the fault in the simulator's fault format (simulator/faults):
+// kind@AT d=FOR, AT being the time from the start of the run at which it
+// begins (the clock seam's position) and FOR how long it holds, as in
+//
+//	director-down@26h0m0s d=2h0m0s
+//
+// ParseFault reads it back.
+func (f Fault) String() string { return string(f.Kind) + "@" + f.At.String() + " d=" + f.For.String() }
+
+// ParseFault reads a fault as Fault.String writes it, with the simulator's
+// tokenizer and quoting (scenario.SplitWords, scenario.Unquote). It also
+// reads the storage simulation's first form, kind=KIND at=AT for=FOR, so
+// files written before stay readable.
+func ParseFault(s string) (Fault, error) {
+	toks, err := scenario.SplitWords(s)
+	if err != nil {
+		return Fault{}, fmt.Errorf("fault %q: %w", s, err)
+	}
+	if len(toks) == 0 {
+		return Fault{}, fmt.Errorf("fault %q: empty: want kind@TIME d=DURATION", s)
+	}
+	var f Fault
+	head, legacy := toks[0], !strings.Contains(toks[0], "@")
+	if !legacy {
+		i := strings.LastIndexByte(head, '@')
+		f.Kind = faults.Kind(head[:i])
+		if !f.Kind.Storage() {
+			return Fault{}, fmt.Errorf("fault %q: unknown kind %q (known: %s)", s, f.Kind, storageKindList())
+		}
+		if f.At, err = time.ParseDuration(head[i+1:]); err != nil || f.At < 0 {
+			return Fault{}, fmt.Errorf("fault %q: time %q after @ is not a non-negative duration", s, head[i+1:])
+		}
+		toks = toks[1:]
+	}
+	seen := map[string]bool{}
+	for _, kv := range toks {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return Fault{}, fmt.Errorf("fault %q: want key=value, got %q", s, kv)
+		}
+		if seen[k] {
+			return Fault{}, fmt.Errorf("fault %q: key %q given twice", s, k)
+		}
+		seen[k] = true
+		if v, err = scenario.Unquote(v); err != nil {
+			return Fault{}, fmt.Errorf("fault %q: key %s: %w", s, k, err)
+		}
+		var d *time.Duration
+		switch {
+		case k == "d" && !legacy, k == "for" && legacy:
+			d = &f.For
+		case k == "at" && legacy:
+			d = &f.At
+		case k == "kind" && legacy:
+			f.Kind = faults.Kind(v)
+			continue
+		default:
+			want := "d"
+			if legacy {
+				want = "kind, at, for"
+			}
+			return Fault{}, fmt.Errorf("fault %q: key %q does not apply (want %s)", s, k, want)
+		}
+		if *d, err = time.ParseDuration(v); err != nil || *d < 0 {
+			return Fault{}, fmt.Errorf("fault %q: %s %q is not a non-negative duration", s, k, v)
+		}
+		if d == &f.For && f.For == 0 {
+			return Fault{}, fmt.Errorf("fault %q: %s must be more than 0s (how long the fault holds)", s, k)
+		}
+	}
+	if !f.Kind.Storage() {
+		return Fault{}, fmt.Errorf("fault %q: unknown kind %q (known: %s)", s, f.Kind, storageKindList())
+	}
+	need := []string{"d"}
+	if legacy {
+		need = []string{"at", "for"}
+	}
+	for _, k := range need {
+		if !seen[k] {
+			return Fault{}, fmt.Errorf("fault %q: %s needs %s=<duration>", s, f.Kind, k)
+		}
+	}
+	return f, nil
+}
+
+func storageKindList() string {
+	names := make([]string, len(faults.StorageKinds))
+	for i, k := range faults.StorageKinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}
 
 func (f Fault) active(since time.Duration) bool { return since >= f.At && since < f.At+f.For }
 
@@ -51,6 +144,10 @@ type world struct {
 	now      time.Time
 	faults   []Fault
 	provider Provider
+
+	// active holds the kinds of the faults active at now (setNow): the
+	// models ask several times a tick.
+	active []faults.Kind
 
 	disk   *disk
 	tasks  map[string]*task
@@ -62,7 +159,7 @@ type disk struct {
 	name, cid string
 	sizeMiB   int64
 	usedMiB   float64
-	mods      []time.Time // accepted modifications
+	mods      []time.Time // accepted modifications, in time order
 	inflight  *task
 }
 
@@ -86,13 +183,35 @@ var errDirectorDown = errors.New("director unavailable (simulated outage)")
 
 func (w *world) since() time.Duration { return w.now.Sub(w.start) }
 
-func (w *world) faultActive(kind faults.Kind) bool {
+// setNow moves the world's clock to now and notes the faults active then.
+func (w *world) setNow(now time.Time) {
+	w.now = now
+	w.active = w.active[:0]
+	since := w.since()
 	for _, f := range w.faults {
-		if f.Kind == kind && f.active(w.since()) {
+		if f.active(since) {
+			w.active = append(w.active, f.Kind)
+		}
+	}
+}
+
+func (w *world) faultActive(kind faults.Kind) bool {
+	for _, k := range w.active {
+		if k == kind {
 			return true
 		}
 	}
 	return false
+}
+
+// countSince counts the times of ts, which are in order, in the window of
+// length window that ends at at: storage.CountInWindow by two binary
+// searches (the provider's record of modifications grows all run long).
+func countSince(ts []time.Time, at time.Time, window time.Duration) int {
+	lo := at.Add(-window)
+	i := sort.Search(len(ts), func(i int) bool { return ts[i].After(lo) })
+	j := sort.Search(len(ts), func(i int) bool { return ts[i].After(at) })
+	return max(j-i, 0)
 }
 
 // agentUnreachable: no usage report can come now (the agent is down, or
@@ -168,7 +287,7 @@ func (dr director) StartResize(_ context.Context, name string, size int64) (stri
 		t.refused = fmt.Sprintf("size %d MiB exceeds the provider maximum %d MiB", size, w.provider.MaxSizeMiB)
 	case w.provider.MinInterval > 0 && len(d.mods) > 0 && w.now.Sub(d.mods[len(d.mods)-1]) < w.provider.MinInterval:
 		t.refused = fmt.Sprintf("the volume was modified %s ago (minimum interval %s)", w.now.Sub(d.mods[len(d.mods)-1]), w.provider.MinInterval)
-	case w.provider.MaxPer24h > 0 && storage.CountInWindow(slices.Values(d.mods), w.now, 24*time.Hour) >= w.provider.MaxPer24h:
+	case w.provider.MaxPer24h > 0 && countSince(d.mods, w.now, 24*time.Hour) >= w.provider.MaxPer24h:
 		t.refused = fmt.Sprintf("%d modifications in the last 24 h (provider limit)", w.provider.MaxPer24h)
 	}
 	w.issued = append(w.issued, issued{at: w.now, from: d.sizeMiB, target: size, refused: t.refused != ""})

@@ -89,7 +89,8 @@ func Run(cfg Config) (Result, error) {
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5107a6e))
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC) // a Monday
-	w := &world{start: start, now: start, faults: cfg.Faults, provider: cfg.Provider, tasks: map[string]*task{}}
+	w := &world{start: start, faults: cfg.Faults, provider: cfg.Provider, tasks: map[string]*task{}}
+	w.setNow(start)
 	st := store{}
 	vol := storage.Volume{ID: "db/data", DiskName: "db-data", InstanceID: "db/0", DiskPool: "default", Policy: cfg.Policy}
 	newController := func() *storage.Controller {
@@ -106,7 +107,7 @@ func Run(cfg Config) (Result, error) {
 	wasDown := false
 	full := false
 	for w.now.Sub(start) < cfg.Duration {
-		w.now = w.now.Add(cfg.Tick)
+		w.setNow(w.now.Add(cfg.Tick))
 		res.Ticks++
 		w.advance()
 		if w.disk != nil {
@@ -217,7 +218,7 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, fmt.Errorf("unknown fault %q", f.Kind)
 		}
 		if f.At < 0 || f.For <= 0 {
-			return cfg, fmt.Errorf("fault %s: at must be ≥ 0 and for > 0", f)
+			return cfg, fmt.Errorf("fault %s: the time after @ must be ≥ 0 and d > 0", f)
 		}
 	}
 	return cfg, nil

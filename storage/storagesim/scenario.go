@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/simulator/scenario"
 	"github.com/cpilab/cpilab/storage"
 )
@@ -21,12 +20,15 @@ import (
 //	steps min=2048 max=512000 cooldown=1h hysteresis=20 shrink=false shrink-delay=24h
 //	provider latency=10m min-interval=6h max-per-24h=0 max-size=0
 //	workload kind=steady rate=120 burst=0 period=0s initial=5000
-//	fault kind=director-down at=26h for=2h
+//	fault director-down@26h0m0s d=2h0m0s
 //	----
 //	violated: full-while-allowed at 160h34m0s
 //
 // Every field is written out, so a file replays the same run whatever the
-// defaults become.
+// defaults become. A fault line is in the simulator's fault format
+// (Fault.String, ParseFault), as in the disk races' scenarios; the first
+// form, fault kind=KIND at=AT for=FOR, is still read. Blank lines and lines
+// starting with # are skipped; an error names the file and line.
 
 // Command is the name of the scenario command that is one storage run. A
 // file whose first command is Command is a storage scenario file.
@@ -145,7 +147,7 @@ func WriteScenario(w io.Writer, comment string, cfg Config, res Result) error {
 	wl := cfg.Workload
 	fmt.Fprintf(&b, "workload kind=%s rate=%s burst=%s period=%s initial=%s\n", wl.Kind, ftoa(wl.RateMiBPerHour), ftoa(wl.BurstMiB), wl.Period, ftoa(cfg.InitialUsedMiB))
 	for _, f := range cfg.Faults {
-		fmt.Fprintf(&b, "fault kind=%s at=%s for=%s\n", f.Kind, f.At, f.For)
+		fmt.Fprintf(&b, "fault %s\n", f)
 	}
 	fmt.Fprintf(&b, "%s\n%s\n", scenario.Separator, Verdict(res))
 	_, err = io.WriteString(w, b.String())
@@ -172,15 +174,25 @@ func parseCommand(c *scenario.Command) (Config, error) {
 	cfg.Profile = prof
 	cfg.Seed = uint64(p.int("seed"))
 	cfg.Duration, cfg.Tick = p.dur("duration"), p.dur("tick")
-	for i, line := range strings.Split(strings.TrimSpace(c.Input), "\n") {
-		if strings.TrimSpace(line) == "" {
+	for i, line := range strings.Split(c.Input, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		pos := inputPos(c.Pos, i)
+		if word, rest, _ := strings.Cut(line, " "); word == "fault" {
+			f, err := ParseFault(rest)
+			if err != nil {
+				return cfg, fmt.Errorf("%s: %w", pos, err)
+			}
+			cfg.Faults = append(cfg.Faults, f)
 			continue
 		}
 		words, err := scenario.SplitWords(line)
 		if err != nil {
-			return cfg, fmt.Errorf("%s+%d: %w", c.Pos, i+1, err)
+			return cfg, fmt.Errorf("%s: %w", pos, err)
 		}
-		lp := lineParser{pos: fmt.Sprintf("%s+%d", c.Pos, i+1), kv: map[string]string{}}
+		lp := lineParser{pos: pos, kv: map[string]string{}}
 		for _, w := range words[1:] {
 			k, v, ok := strings.Cut(w, "=")
 			if !ok {
@@ -219,8 +231,6 @@ func parseCommand(c *scenario.Command) (Config, error) {
 		case "workload":
 			cfg.Workload = Workload{Kind: lp.str("kind"), RateMiBPerHour: lp.float("rate"), BurstMiB: lp.float("burst"), Period: lp.dur("period")}
 			cfg.InitialUsedMiB = lp.float("initial")
-		case "fault":
-			cfg.Faults = append(cfg.Faults, Fault{Kind: faults.Kind(lp.str("kind")), At: lp.dur("at"), For: lp.dur("for")})
 		default:
 			return cfg, fmt.Errorf("%s: unknown line %q (policy, emergency, steps, provider, workload, fault)", lp.pos, words[0])
 		}
@@ -235,6 +245,17 @@ func parseCommand(c *scenario.Command) (Config, error) {
 		return cfg, fmt.Errorf("%s: %w", c.Pos, err)
 	}
 	return cfg, nil
+}
+
+// inputPos is "file:line" of input line i (from 0) of the command at
+// cmdPos ("file:line" of the command line; the input follows it).
+func inputPos(cmdPos string, i int) string {
+	if j := strings.LastIndexByte(cmdPos, ':'); j >= 0 {
+		if n, err := strconv.Atoi(cmdPos[j+1:]); err == nil {
+			return cmdPos[:j+1] + strconv.Itoa(n+1+i)
+		}
+	}
+	return fmt.Sprintf("%s+%d", cmdPos, i+1)
 }
 
 // lineParser reads typed values, keeping the first error.

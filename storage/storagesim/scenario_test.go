@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"flag"
+
+	"pgregory.net/rapid"
+
+	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/simulator/scenario"
 	"github.com/cpilab/cpilab/storage"
 )
@@ -156,5 +160,100 @@ func TestCheckFileRefusesCutFiles(t *testing.T) {
 		if err := CheckFile(path); err != nil {
 			t.Errorf("verdict %q refused: %v", verdict, err)
 		}
+	}
+}
+
+// A storage fault prints and parses in the simulator's fault format
+// (kind@TIME d=DURATION); the first form (kind= at= for=) is still read,
+// as the same fault.
+func TestFaultLineFormat(t *testing.T) {
+	f := Fault{Kind: DirectorDown, At: 26 * time.Hour, For: 2 * time.Hour}
+	if got, want := f.String(), "director-down@26h0m0s d=2h0m0s"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	for _, line := range []string{"director-down@26h0m0s d=2h0m0s", "director-down@26h d=\"2h\"", "kind=director-down at=26h for=2h", "for=2h kind=director-down at=26h"} {
+		if got, err := ParseFault(line); err != nil || got != f {
+			t.Errorf("ParseFault(%q) = %+v, %v; want %+v", line, got, err, f)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		f := Fault{
+			Kind: rapid.SampledFrom(faults.StorageKinds).Draw(t, "kind"),
+			At:   time.Duration(rapid.Int64Range(0, int64(28*24*time.Hour)).Draw(t, "at")),
+			For:  time.Duration(rapid.Int64Range(1, int64(240*time.Minute)).Draw(t, "for")),
+		}
+		got, err := ParseFault(f.String())
+		if err != nil || got != f {
+			t.Fatalf("ParseFault(%q) = %+v, %v; want %+v", f.String(), got, err, f)
+		}
+	})
+}
+
+// A bad fault line is refused with its file and line and what is wrong.
+func TestBadFaultLinesNameFileAndLine(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"fault meteor@1h d=1h", `unknown kind "meteor"`},
+		{"fault cpi-error@3 type=Bosh::Clouds::CloudError", `unknown kind "cpi-error"`},
+		{"fault director-down@1h", "needs d=<duration>"},
+		{"fault director-down@soon d=1h", `time "soon" after @ is not a non-negative duration`},
+		{"fault director-down@1h d=-5m", `d "-5m" is not a non-negative duration`},
+		{"fault director-down@1h d=1h on=step", `key "on" does not apply`},
+		{"fault director-down@1h d=1h d=2h", `key "d" given twice`},
+		{"fault kind=director-down at=1h", "needs for=<duration>"},
+		{"fault kind=meteor at=1h for=1h", `unknown kind "meteor"`},
+		{"fault director-down@1h d=0s", "d must be more than 0s"},
+		{"fault kind=director-down at=1h for=0s", "for must be more than 0s"},
+		{"fault", "empty"},
+	} {
+		body := "storage profile=reference seed=1 duration=2h tick=1m\n# a comment line\n" + tc.line + "\n----\nok\n"
+		path := filepath.Join(t.TempDir(), "bad.txt")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := scenario.Run(path, Registry(), &State{}, scenario.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.line, err)
+		}
+		if len(rep.Mismatches) != 1 {
+			t.Errorf("%s: accepted", tc.line)
+			continue
+		}
+		got := rep.Mismatches[0].Actual
+		if !strings.Contains(got, path+":3: ") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: error %q, want it to name %s:3 and say %q", tc.line, got, path, tc.want)
+		}
+	}
+}
+
+// A file in the first fault form replays as the same run as one in the
+// simulator's form.
+func TestFirstFaultFormStillReplays(t *testing.T) {
+	cfg := Generate(3)
+	cfg.Duration = 72 * time.Hour
+	cfg.Faults = []Fault{{Kind: VMRecreate, At: 20 * time.Hour, For: 3 * time.Hour}, {Kind: AgentDown, At: 30 * time.Hour, For: time.Hour}}
+	res, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteScenario(&buf, "first form", cfg, res); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	if !strings.Contains(text, "\nfault vm-recreate@20h0m0s d=3h0m0s\n") {
+		t.Fatalf("the written file has no fault line in the simulator's form:\n%s", text)
+	}
+	old := strings.NewReplacer("fault vm-recreate@20h0m0s d=3h0m0s", "fault kind=vm-recreate at=20h0m0s for=3h0m0s",
+		"fault agent-down@30h0m0s d=1h0m0s", "fault kind=agent-down at=30h0m0s for=1h0m0s").Replace(text)
+	if old == text {
+		t.Fatal("nothing replaced")
+	}
+	path := filepath.Join(t.TempDir(), "old.txt")
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := scenario.Run(path, Registry(), &State{}, scenario.Options{})
+	if err != nil || len(rep.Mismatches) > 0 {
+		t.Fatalf("the first form replays differently: %v %v\n%s", err, rep.Mismatches, old)
 	}
 }
