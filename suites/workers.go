@@ -40,6 +40,10 @@ const (
 	workerEnv = "CPILAB_SUITES_WORKER"
 	// shareEnv lists the rows (container "row:" labels) of the share.
 	shareEnv = "CPILAB_SUITES_SHARE"
+	// WorkerTmpEnv names, in a worker, the TMPDIR of the processes under
+	// test it runs (each worker judges its own cloud, so a CPI's files in
+	// TMPDIR must not be another worker's).
+	WorkerTmpEnv = "CPILAB_SUITES_CPI_TMPDIR"
 )
 
 // shareFilter is a label filter selecting the containers of one share
@@ -166,10 +170,15 @@ func RunWorkers(parts [][]string, opts RunOptions, run func(RunOptions) (types.R
 		if err != nil {
 			return types.Report{}, fmt.Errorf("suites: starting workers: %w", err)
 		}
+		cpiTmp := filepath.Join(dir, fmt.Sprintf("worker-%d-tmp", i))
+		if err := os.Mkdir(cpiTmp, 0o700); err != nil {
+			return types.Report{}, fmt.Errorf("suites: starting workers: %w", err)
+		}
 		w.cmd = exec.Command(exe, os.Args[1:]...)
 		w.cmd.Env = append(os.Environ(),
 			fmt.Sprintf("%s=%d/%d/%s", workerEnv, i, n, w.report),
-			shareEnv+"="+strings.Join(parts[i], ","))
+			shareEnv+"="+strings.Join(parts[i], ","),
+			WorkerTmpEnv+"="+cpiTmp)
 		w.cmd.Stdout, w.cmd.Stderr = io.Discard, w.stderr
 		w.cmd.ExtraFiles = []*os.File{pw}
 		startWorkerGroup(w.cmd)

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/suites"
 )
 
 // Errors of the caller side, for errors.Is.
@@ -162,12 +165,27 @@ func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, 
 	return x
 }
 
+// cpiEnv is the environment of the CPI processes: the Director's scrubbed
+// one, with, in a worker, the worker's own TMPDIR. Each worker is a
+// Director of its own cloud, and a Director's CPI processes share its
+// host's temporary directory: a CPI that keeps a cache or a counter in
+// TMPDIR then sees the calls made on its own cloud only, whatever the
+// split. The first share, run by the starting process, keeps the caller's.
+func cpiEnv() []string {
+	dir := os.Getenv(suites.WorkerTmpEnv)
+	if dir == "" {
+		return nil // cpiv2.ScrubbedEnv(nil)
+	}
+	env := slices.DeleteFunc(cpiv2.ScrubbedEnv(nil), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") })
+	return append(env, "TMPDIR="+dir)
+}
+
 func (w *wire) run(ctx context.Context, x *Exchange) {
 	// One exec path for every CPI call cpilab makes (cpiv2.RunProcess): the
-	// Director's scrubbed environment, its own process group killed on
+	// Director's scrubbed environment (a worker's own TMPDIR), its own process group killed on
 	// time-out, stdout capped.
 	x.Start = time.Now()
-	res, err := cpiv2.RunProcess(ctx, cpiv2.ProcessConfig{Command: w.command, Timeout: w.timeout, MaxOutput: w.maxOutput}, x.Request)
+	res, err := cpiv2.RunProcess(ctx, cpiv2.ProcessConfig{Command: w.command, Env: cpiEnv(), Timeout: w.timeout, MaxOutput: w.maxOutput}, x.Request)
 	x.End = time.Now()
 	x.Elapsed = res.Elapsed
 	x.Stdout = res.Stdout
