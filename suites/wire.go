@@ -164,10 +164,10 @@ func (w *wire) call(ctx context.Context, method string, args []any, apiVersion, 
 
 func (w *wire) run(ctx context.Context, x *Exchange) {
 	// One exec path for every CPI call cpilab makes (cpiv2.RunProcess): the
-	// Director's scrubbed environment, its own process group killed on
+	// Director's scrubbed environment (a worker's own TMPDIR), its own process group killed on
 	// time-out, stdout capped.
 	x.Start = time.Now()
-	res, err := cpiv2.RunProcess(ctx, cpiv2.ProcessConfig{Command: w.command, Timeout: w.timeout, MaxOutput: w.maxOutput}, x.Request)
+	res, err := cpiv2.RunProcess(ctx, cpiv2.ProcessConfig{Command: w.command, Env: cpiEnv(), Timeout: w.timeout, MaxOutput: w.maxOutput}, x.Request)
 	x.End = time.Now()
 	x.Elapsed = res.Elapsed
 	x.Stdout = res.Stdout

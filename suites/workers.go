@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/onsi/ginkgo/v2/reporters"
 	"github.com/onsi/ginkgo/v2/types"
 )
@@ -41,7 +42,24 @@ const (
 	workerEnv = "CPILAB_SUITES_WORKER"
 	// shareEnv lists the rows (container "row:" labels) of the share.
 	shareEnv = "CPILAB_SUITES_SHARE"
+	// cpiTmpEnv names the TMPDIR a worker gives the CPI processes it runs.
+	cpiTmpEnv = "CPILAB_SUITES_CPI_TMPDIR"
 )
+
+// Each worker is a Director of its own cloud, and a Director's CPI
+// processes share its host's temporary directory: a CPI that keeps a cache
+// or a counter in TMPDIR sees the calls made on its own cloud only, as it
+// would on one Director, whatever the split. So a worker gives its CPI
+// processes a TMPDIR of their own (cpiTmpEnv); the first share, run by
+// the starting process, keeps the caller's.
+func cpiEnv() []string {
+	dir := os.Getenv(cpiTmpEnv)
+	if dir == "" {
+		return nil // cpiv2.ScrubbedEnv(nil)
+	}
+	env := slices.DeleteFunc(cpiv2.ScrubbedEnv(nil), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") })
+	return append(env, "TMPDIR="+dir)
+}
 
 // workerCount is how many processes a run uses: opts.Workers, else
 // $CPILAB_SUITES_WORKERS, else NumCPU + 1 (a CPI call waits on its process
@@ -221,10 +239,15 @@ func runShared(cfg Config, opts RunOptions, n int) (types.Report, error) {
 		if err != nil {
 			return types.Report{}, fmt.Errorf("suites: starting workers: %w", err)
 		}
+		cpiTmp := filepath.Join(dir, fmt.Sprintf("worker-%d-tmp", i))
+		if err := os.Mkdir(cpiTmp, 0o700); err != nil {
+			return types.Report{}, fmt.Errorf("suites: starting workers: %w", err)
+		}
 		w.cmd = exec.Command(exe, os.Args[1:]...)
 		w.cmd.Env = append(os.Environ(),
 			fmt.Sprintf("%s=%d/%d/%s", workerEnv, i, n, w.report),
-			shareEnv+"="+strings.Join(parts[i], ","))
+			shareEnv+"="+strings.Join(parts[i], ","),
+			cpiTmpEnv+"="+cpiTmp)
 		w.cmd.Stdout, w.cmd.Stderr = io.Discard, w.stderr
 		w.cmd.ExtraFiles = []*os.File{pw}
 		startWorkerGroup(w.cmd)
