@@ -52,7 +52,9 @@
 //     (records); and the VM roots' symlinks match the IaaS attachments
 //     (each reaching its disk's device);
 //   - after every operation: a failed one is explained by a fault on its
-//     path, an invalid request or a documented refusal (explain.go);
+//     path, an invalid request or a documented refusal (explain.go); a
+//     refusal that names a task whose end the workload had seen (a lock or
+//     a disk state left behind) is not;
 //   - once liveness holds: every provide or attach with no fault on its
 //     path ended within its client's 20-minute wait (progress);
 //   - linearizability of the history per disk name (porcupine), with an
