@@ -176,14 +176,8 @@ func (w *World) livenessView(given []GivenTask) View {
 // workload's tasks as GET /tasks/:id last answered (livenessView reads
 // them).
 func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) View {
-	v := w.SafetyView()
-	v.InstanceIDs = slices.Clone(w.Instances)
-	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
-	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
-		insErr = nil // the deployment was deleted: no instances
-	}
-	v.APIErr = errors.Join(w.apiGet("/dynamic_disks", &v.Disks), w.apiGet("/disks?orphaned=true", &v.Orphans), insErr,
-		w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
+	v := w.recordsView(history)
+	v.APIErr = errors.Join(v.APIErr, w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
 	v.Given = given
 	v.Links = map[string]map[string]string{}
 	v.LinkOK = map[string]map[string]bool{}
@@ -198,6 +192,22 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 	}
 	w.mu.Lock()
 	v.Excused = cloneSet(w.excused)
+	w.mu.Unlock()
+	return v
+}
+
+// recordsView is the part of View the leak and records checks need: the
+// oracle, the API's disks, orphans and instances, and the workload's
+// promises.
+func (w *World) recordsView(history []porcupine.Operation) View {
+	v := w.SafetyView()
+	v.InstanceIDs = slices.Clone(w.Instances)
+	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
+	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
+		insErr = nil // the deployment was deleted: no instances
+	}
+	v.APIErr = errors.Join(w.apiGet("/dynamic_disks", &v.Disks), w.apiGet("/disks?orphaned=true", &v.Orphans), insErr)
+	w.mu.Lock()
 	v.LostDisks = cloneSet(w.lostDisks)
 	v.Crashes = w.crashes
 	w.mu.Unlock()
@@ -339,6 +349,17 @@ var QuiescentCheckers = []Checker[View]{
 	Invariant(InvNoLeak, checkNoLeak),
 	Invariant(InvRecords, checkRecords),
 	Invariant(InvLinks, checkLinks),
+}
+
+// IdleCheckers are checked whenever the workload is idle (every operation
+// answered, no task queued or running, the Director up): what the API
+// lists must agree with the IaaS then too, not only once faults have
+// healed, or a later operation on the name could mend a record a task
+// left wrong before the end. Faults may still be active, so the agents'
+// symlinks are left to the quiescent check.
+var IdleCheckers = []Checker[View]{
+	Invariant(InvNoLeak, checkNoLeak),
+	Invariant(InvRecords, checkRecords),
 }
 
 // checkNoLeak: every IaaS disk is one the Director's API lists, as a

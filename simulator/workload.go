@@ -502,6 +502,26 @@ func (r *workloadRun) runOne(o Op) {
 	r.finish(o, ids, self, callAt, w.awaitTask(task))
 }
 
+// checkIdle runs the idle checks after step when the workload waits on
+// nothing: every operation called has been answered, and the API lists no
+// queued or running task. A Director that is down (its API cannot be
+// read) is not idle.
+func (r *workloadRun) checkIdle(step int) {
+	r.mu.Lock()
+	busy := slices.ContainsFunc(r.spans, func(sp span) bool { return !sp.done })
+	r.mu.Unlock()
+	if busy || r.checkers.Idle == nil || r.w.tasksOpen() {
+		return
+	}
+	v := r.w.recordsView(r.history.History())
+	if v.APIErr != nil {
+		return
+	}
+	if err := r.checkers.WhenIdle(step, v); err != nil {
+		r.w.addViolation(err.(*Violation))
+	}
+}
+
 // finish records what the client learned of op o (history entries ids,
 // span self, called at callAt) and runs the checks that follow a step.
 func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res opResult) {
@@ -548,6 +568,7 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 	if err := r.checkers.AfterStep(step, w.SafetyView()); err != nil {
 		w.addViolation(err.(*Violation))
 	}
+	r.checkIdle(step)
 	for _, f := range w.next(faults.SeamStep, "step") {
 		if f.Kind == faults.DirectorCrash {
 			w.Crash(f.Duration)
