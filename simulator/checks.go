@@ -401,7 +401,7 @@ func instanceByName(ins []director.InstanceInfo) map[string]director.InstanceInf
 // checkRecords compares what the Director's API lists with the IaaS, and
 // the workload's promises with both: every listed disk exists in the IaaS,
 // attached to the active VM of the instance the list names (detached when
-// it names none); and the disk a name's last operation, an OK provide or
+// it names none), of the size the API lists and the workload asked for; and the disk a name's last operation, an OK provide or
 // attach, answered is still the one listed under that name, attached to
 // that instance's VM.
 func checkRecords(v View) error {
@@ -436,6 +436,9 @@ func checkRecords(v View) error {
 		case inst != "" && d.VMCID.String() != vmOf(inst):
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it on instance %s, whose VM is %q; the IaaS has it attached to %q",
 				dd.Name, dd.CID, inst, vmOf(inst), d.VMCID))
+		case dd.SizeMiB != d.SizeMiB || d.SizeMiB != WorkloadDiskMiB:
+			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it as %d MiB, the IaaS disk is %d MiB; the workload asked for %d MiB",
+				dd.Name, dd.CID, dd.SizeMiB, d.SizeMiB, WorkloadDiskMiB))
 		}
 	}
 	names := slices.Sorted(maps.Keys(v.LastOK))

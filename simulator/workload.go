@@ -282,6 +282,10 @@ func burst(rng *rand.Rand, sh Shape, cfg WorkloadConfig, instances, room int) []
 	return ops
 }
 
+// WorkloadDiskMiB is the size every provide and create of the workload
+// asks for.
+const WorkloadDiskMiB = 4
+
 // InstanceLabel is the diskmodel VM name of instance i: "i0", "i1", ….
 func InstanceLabel(i int) string { return "i" + strconv.Itoa(i) }
 
@@ -320,7 +324,7 @@ func (w *World) submit(o Op) (opResult, int64) {
 	var err error
 	switch o.Kind {
 	case OpProvide:
-		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: 4, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
 	case OpDetach:
 		id, err = d.DetachDynamicDisk(directorUser, o.Disk)
 	case OpDelete:
@@ -328,7 +332,7 @@ func (w *World) submit(o Op) (opResult, int64) {
 	case OpAttach:
 		id, err = d.AttachDynamicDisk(directorUser, director.AttachRequest{DiskName: o.Disk, InstanceID: inst})
 	case OpCreate:
-		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: 4, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
 	case OpSilence:
 		if _, agentID, err := w.instanceVM(inst); err == nil && agentID != "" {
 			w.mu.Lock()
