@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -145,6 +146,8 @@ type Promise struct {
 	Instance string
 	// CID is the disk CID the API answered.
 	CID string
+	// Reattached counts the recreates that re-attached the disk since.
+	Reattached int
 }
 
 // SafetyView is the part of View the after-step checks need.
@@ -248,42 +251,61 @@ func readLinks(root string) map[string]string {
 // that one was called may take effect after it (a hard stop queued behind
 // an attach detaches the disk again), so the name then has no promise; an
 // eviction from another VM is no such operation, as it leaves a disk
-// attached elsewhere alone.
+// attached elsewhere alone. OK recreates of the promised instance that
+// re-attach its disks, each called after the one before returned, keep
+// the promise: with nothing else on the name, the disk cannot have moved.
 func lastOK(history []porcupine.Operation) map[string]Promise {
-	last := map[string]porcupine.Operation{}
+	byName := map[string][]porcupine.Operation{}
 	open := map[string]bool{}
 	for _, op := range history {
 		in := op.Input.(diskmodel.Input)
 		if op.Output == nil || op.Output.(diskmodel.Output).Outcome == diskmodel.Unknown {
 			open[in.Disk] = true
 		}
-		if l, ok := last[in.Disk]; !ok || op.Call > l.Call {
-			last[in.Disk] = op
-		}
-	}
-	overlapped := map[string]bool{}
-	for _, op := range history {
-		in := op.Input.(diskmodel.Input)
-		l := last[in.Disk]
-		if op.Call == l.Call || op.Return < l.Call {
-			continue
-		}
-		if in.Kind == diskmodel.Evict && in.VM != l.Input.(diskmodel.Input).VM {
-			continue
-		}
-		overlapped[in.Disk] = true
+		byName[in.Disk] = append(byName[in.Disk], op)
 	}
 	out := map[string]Promise{}
-	for name, op := range last {
-		in := op.Input.(diskmodel.Input)
-		if open[name] || overlapped[name] || (in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach) {
+	for name, ops := range byName {
+		if open[name] {
 			continue
 		}
-		if o := op.Output.(diskmodel.Output); o.Outcome == diskmodel.OK && o.CID != "" {
-			out[name] = Promise{Instance: in.VM, CID: o.CID}
+		slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		if p, ok := promiseOf(ops); ok {
+			out[name] = p
 		}
 	}
 	return out
+}
+
+// promiseOf is the promise of one name's operations, sorted by call: the
+// last OK provide or attach, followed only by OK re-attaching recreates of
+// its instance one after the other, and overlapped by no other operation
+// but evictions from other VMs.
+func promiseOf(ops []porcupine.Operation) (Promise, bool) {
+	ok := func(op porcupine.Operation) bool { return op.Output.(diskmodel.Output).Outcome == diskmodel.OK }
+	i := len(ops) - 1
+	for i > 0 && ops[i].Input.(diskmodel.Input).Kind == diskmodel.Reattach && ok(ops[i]) && ops[i-1].Return < ops[i].Call {
+		i--
+	}
+	p := ops[i]
+	in := p.Input.(diskmodel.Input)
+	o := p.Output.(diskmodel.Output)
+	if (in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach) || !ok(p) || o.CID == "" {
+		return Promise{}, false
+	}
+	for _, r := range ops[i+1:] {
+		if r.Input.(diskmodel.Input).VM != in.VM {
+			return Promise{}, false
+		}
+	}
+	for _, op := range ops[:i] {
+		other := op.Input.(diskmodel.Input)
+		if op.Return < p.Call || (other.Kind == diskmodel.Evict || other.Kind == diskmodel.Reattach) && other.VM != in.VM {
+			continue
+		}
+		return Promise{}, false
+	}
+	return Promise{Instance: in.VM, CID: o.CID, Reattached: len(ops) - 1 - i}, true
 }
 
 // linkReachesDisk reports whether the dynamic disk symlink for cid in a VM
@@ -449,6 +471,10 @@ func checkRecords(v View) error {
 			id = v.InstanceIDs[i]
 		}
 		why := fmt.Sprintf("the last operation on %s, a provide or attach of instance %s, answered %s", name, p.Instance, p.CID)
+		if p.Reattached > 0 {
+			why = fmt.Sprintf("the last provide or attach on %s, of instance %s, answered %s, and every operation on it since was a recreate of %s that re-attached its disks (%d)",
+				name, p.Instance, p.CID, p.Instance, p.Reattached)
+		}
 		dd, ok := listed[name]
 		d, inIaaS := iaas[p.CID]
 		switch {

@@ -28,7 +28,8 @@
 //
 // A run (Simulate) deploys the VMs, runs a workload (orchestrator clients
 // doing provide, detach, delete across VMs and disk names; an operator doing
-// recreate, restart, stop/start, hard stop, VM delete, deployment delete;
+// recreate (half of them re-attaching the dynamic disks), restart,
+// stop/start, hard stop, VM delete, deployment delete;
 // WorkloadConfig sets the mix and size), heals the faults, waits for every
 // task to end, and checks. Every dynamic-disk call is recorded for the
 // linearizability check.

@@ -73,6 +73,9 @@ type Op struct {
 	// next operation (the task is still polled to its end, for the
 	// history); text form "wait=no".
 	NoWait bool
+	// Reattach: a recreate that re-attaches the instance's dynamic disks to
+	// its new VM (reattach_dynamic_disks); text form "reattach=yes".
+	Reattach bool
 }
 
 // String is the op's text form.
@@ -96,6 +99,9 @@ func (o Op) String() string {
 	}
 	if o.NoWait {
 		b.WriteString(" wait=no")
+	}
+	if o.Reattach {
+		b.WriteString(" reattach=yes")
 	}
 	return b.String()
 }
@@ -143,6 +149,11 @@ func ParseOp(line string) (Op, error) {
 				err = fmt.Errorf("wait=%q: want yes or no", v)
 			}
 			o.NoWait = v == "no"
+		case "reattach":
+			if v != "no" && v != "yes" {
+				err = fmt.Errorf("reattach=%q: want yes or no", v)
+			}
+			o.Reattach = v == "yes"
 		default:
 			err = fmt.Errorf("unknown key %q", k)
 		}
@@ -152,6 +163,9 @@ func ParseOp(line string) (Op, error) {
 	}
 	if o.Kind.hasDisk() && o.Disk == "" {
 		return Op{}, fmt.Errorf("op %q: %s needs disk=NAME", line, o.Kind)
+	}
+	if o.Reattach && o.Kind != OpRecreate {
+		return Op{}, fmt.Errorf("op %q: reattach=yes is for recreate only", line)
 	}
 	return o, nil
 }
@@ -255,6 +269,14 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 		}
 		ops = append(ops, o)
 	}
+	// Half the recreates re-attach the disks, drawn from a stream of their
+	// own so that the other draws stay as they were.
+	re := rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/reattach")))
+	for i := range ops {
+		if ops[i].Kind == OpRecreate {
+			ops[i].Reattach = re.IntN(2) == 0
+		}
+	}
 	return ops, nil
 }
 
@@ -343,7 +365,8 @@ func (w *World) submit(o Op) (opResult, int64) {
 		return opResult{outcome: diskmodel.OK, detail: "agent silenced"}, 0
 	case OpRecreate, OpRestart, OpStop, OpStart, OpStopHard:
 		state := map[OpKind]string{OpRecreate: "recreate", OpRestart: "restart", OpStop: "stopped", OpStart: "started", OpStopHard: "stopped"}[o.Kind]
-		id, err = d.ChangeInstanceState(directorUser, director.InstanceStateRequest{InstanceID: inst, State: state, Hard: o.Kind == OpStopHard})
+		id, err = d.ChangeInstanceState(directorUser, director.InstanceStateRequest{InstanceID: inst, State: state, Hard: o.Kind == OpStopHard,
+			ReattachDynamicDisks: o.Reattach})
 	case OpDeleteVM:
 		vm, _, err := w.instanceVM(inst)
 		if err != nil {
@@ -480,8 +503,12 @@ func (r *workloadRun) runOne(o Op) {
 	case OpAttach:
 		call(diskmodel.Input{Kind: diskmodel.Attach, Disk: o.Disk, VM: label})
 	case OpRecreate, OpStopHard, OpDeleteVM:
+		kind := diskmodel.Evict
+		if o.Reattach {
+			kind = diskmodel.Reattach
+		}
 		for _, name := range r.disks {
-			call(diskmodel.Input{Kind: diskmodel.Evict, Disk: name, VM: label})
+			call(diskmodel.Input{Kind: kind, Disk: name, VM: label})
 		}
 	case OpDeleteDeployment:
 		for _, name := range r.disks {

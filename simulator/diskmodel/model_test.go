@@ -39,6 +39,15 @@ var cases = []struct {
 	legal bool
 	h     []porcupine.Operation
 }{
+	{"a re-attaching recreate keeps the disk on its instance", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, diskmodel.Reattach, "d", "vm1", ok, ""), op(0, 5, 6, P, "d", "vm1", ok, "c1")}},
+	{"after a re-attaching recreate two instances cannot both get the disk", false, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, diskmodel.Reattach, "d", "vm1", ok, ""), op(2, 5, 6, P, "d", "vm2", ok, "c1"),
+		op(0, 7, 8, P, "d", "vm1", ok, "c1")}},
+	{"a provide elsewhere during a re-attaching recreate may take the disk", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 6, diskmodel.Reattach, "d", "vm1", ok, ""), op(2, 4, 5, P, "d", "vm2", ok, "c1")}},
+	{"a plain recreate frees the disk", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, diskmodel.Evict, "d", "vm1", ok, ""), op(2, 5, 6, P, "d", "vm2", ok, "c1")}},
 	{"provide twice to one VM is idempotent", true, []porcupine.Operation{
 		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(0, 3, 4, P, "d", "vm1", ok, "c1")}},
 	{"provide to a second VM while attached must fail", false, []porcupine.Operation{
