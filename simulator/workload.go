@@ -571,8 +571,10 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 	if f := w.cfg.tamper.afterOp; f != nil {
 		f(w, o)
 	}
-	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.latestCall(o.Disk) == ids[0] {
-		// No operation on the name began since: the state is this provide's.
+	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.latestCall(o.Disk) == ids[0] && !r.history.OthersRunning(ids[0]) {
+		// No operation on the name began since, and none called before
+		// is still running (a recreate of the VM queued behind it that
+		// re-attaches the disk): the state is this provide's.
 		w.checkProvideLink(o.Kind, o.Disk, res.cid)
 	}
 	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid}

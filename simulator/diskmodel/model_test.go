@@ -202,3 +202,24 @@ func TestRecorder(t *testing.T) {
 		t.Fatalf("Disks = %v", got)
 	}
 }
+
+// OthersRunning sees an operation on the same name still running, and
+// leaves out names of other disks and evictions of other VMs.
+func TestRecorderOthersRunning(t *testing.T) {
+	var rec diskmodel.Recorder
+	other := rec.Call(1, diskmodel.Input{Kind: diskmodel.Evict, Disk: "d", VM: "vm2"})
+	elsewhere := rec.Call(2, diskmodel.Input{Kind: Det, Disk: "e"})
+	p := rec.Call(0, diskmodel.Input{Kind: P, Disk: "d", VM: "vm1"})
+	if rec.OthersRunning(p) {
+		t.Errorf("an eviction of another VM and a detach of another name count as running on d")
+	}
+	re := rec.Call(3, diskmodel.Input{Kind: diskmodel.Reattach, Disk: "d", VM: "vm1"})
+	if !rec.OthersRunning(p) {
+		t.Errorf("a recreate of vm1 still running does not count")
+	}
+	rec.Return(re, diskmodel.Output{Outcome: ok})
+	if rec.OthersRunning(p) {
+		t.Errorf("a recreate that returned still counts")
+	}
+	_, _ = other, elsewhere
+}
