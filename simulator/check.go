@@ -41,6 +41,10 @@ const (
 	// AtQuiescence: a quiescent check, once faults have healed and the
 	// system has settled (liveness, leaks, agreement between records).
 	AtQuiescence Phase = "at quiescence"
+	// WhenIdle: a quiescent check of the records, run while the workload
+	// waits on nothing (every operation answered, no task queued or
+	// running), before later operations can mend what a task left wrong.
+	WhenIdle Phase = "when idle after step"
 )
 
 // Violation is a violated invariant: which, when, in which run.
@@ -76,6 +80,8 @@ type Checkers[V any] struct {
 	Safety []Checker[V]
 	// Quiescent holds the checks run once the system is quiescent.
 	Quiescent []Checker[V]
+	// Idle holds the checks run whenever the workload is idle.
+	Idle []Checker[V]
 }
 
 // AfterStep runs the safety checks on the view taken after step. It returns
@@ -88,6 +94,12 @@ func (c *Checkers[V]) AfterStep(step int, view V) error {
 // or a *Violation.
 func (c *Checkers[V]) AtQuiescence(steps int, view V) error {
 	return c.run(c.Quiescent, AtQuiescence, steps, view)
+}
+
+// WhenIdle runs the idle checks on the view taken after step. It returns
+// nil or a *Violation.
+func (c *Checkers[V]) WhenIdle(step int, view V) error {
+	return c.run(c.Idle, WhenIdle, step, view)
 }
 
 func (c *Checkers[V]) run(list []Checker[V], phase Phase, step int, view V) error {

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -145,6 +146,8 @@ type Promise struct {
 	Instance string
 	// CID is the disk CID the API answered.
 	CID string
+	// Reattached counts the recreates that re-attached the disk since.
+	Reattached int
 }
 
 // SafetyView is the part of View the after-step checks need.
@@ -176,14 +179,8 @@ func (w *World) livenessView(given []GivenTask) View {
 // workload's tasks as GET /tasks/:id last answered (livenessView reads
 // them).
 func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) View {
-	v := w.SafetyView()
-	v.InstanceIDs = slices.Clone(w.Instances)
-	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
-	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
-		insErr = nil // the deployment was deleted: no instances
-	}
-	v.APIErr = errors.Join(w.apiGet("/dynamic_disks", &v.Disks), w.apiGet("/disks?orphaned=true", &v.Orphans), insErr,
-		w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
+	v := w.recordsView(history)
+	v.APIErr = errors.Join(v.APIErr, w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
 	v.Given = given
 	v.Links = map[string]map[string]string{}
 	v.LinkOK = map[string]map[string]bool{}
@@ -198,6 +195,22 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 	}
 	w.mu.Lock()
 	v.Excused = cloneSet(w.excused)
+	w.mu.Unlock()
+	return v
+}
+
+// recordsView is the part of View the leak and records checks need: the
+// oracle, the API's disks, orphans and instances, and the workload's
+// promises.
+func (w *World) recordsView(history []porcupine.Operation) View {
+	v := w.SafetyView()
+	v.InstanceIDs = slices.Clone(w.Instances)
+	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
+	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
+		insErr = nil // the deployment was deleted: no instances
+	}
+	v.APIErr = errors.Join(w.apiGet("/dynamic_disks", &v.Disks), w.apiGet("/disks?orphaned=true", &v.Orphans), insErr)
+	w.mu.Lock()
 	v.LostDisks = cloneSet(w.lostDisks)
 	v.Crashes = w.crashes
 	w.mu.Unlock()
@@ -238,42 +251,61 @@ func readLinks(root string) map[string]string {
 // that one was called may take effect after it (a hard stop queued behind
 // an attach detaches the disk again), so the name then has no promise; an
 // eviction from another VM is no such operation, as it leaves a disk
-// attached elsewhere alone.
+// attached elsewhere alone. OK recreates of the promised instance that
+// re-attach its disks, each called after the one before returned, keep
+// the promise: with nothing else on the name, the disk cannot have moved.
 func lastOK(history []porcupine.Operation) map[string]Promise {
-	last := map[string]porcupine.Operation{}
+	byName := map[string][]porcupine.Operation{}
 	open := map[string]bool{}
 	for _, op := range history {
 		in := op.Input.(diskmodel.Input)
 		if op.Output == nil || op.Output.(diskmodel.Output).Outcome == diskmodel.Unknown {
 			open[in.Disk] = true
 		}
-		if l, ok := last[in.Disk]; !ok || op.Call > l.Call {
-			last[in.Disk] = op
-		}
-	}
-	overlapped := map[string]bool{}
-	for _, op := range history {
-		in := op.Input.(diskmodel.Input)
-		l := last[in.Disk]
-		if op.Call == l.Call || op.Return < l.Call {
-			continue
-		}
-		if in.Kind == diskmodel.Evict && in.VM != l.Input.(diskmodel.Input).VM {
-			continue
-		}
-		overlapped[in.Disk] = true
+		byName[in.Disk] = append(byName[in.Disk], op)
 	}
 	out := map[string]Promise{}
-	for name, op := range last {
-		in := op.Input.(diskmodel.Input)
-		if open[name] || overlapped[name] || (in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach) {
+	for name, ops := range byName {
+		if open[name] {
 			continue
 		}
-		if o := op.Output.(diskmodel.Output); o.Outcome == diskmodel.OK && o.CID != "" {
-			out[name] = Promise{Instance: in.VM, CID: o.CID}
+		slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		if p, ok := promiseOf(ops); ok {
+			out[name] = p
 		}
 	}
 	return out
+}
+
+// promiseOf is the promise of one name's operations, sorted by call: the
+// last OK provide or attach, followed only by OK re-attaching recreates of
+// its instance one after the other, and overlapped by no other operation
+// but evictions from other VMs.
+func promiseOf(ops []porcupine.Operation) (Promise, bool) {
+	ok := func(op porcupine.Operation) bool { return op.Output.(diskmodel.Output).Outcome == diskmodel.OK }
+	i := len(ops) - 1
+	for i > 0 && ops[i].Input.(diskmodel.Input).Kind == diskmodel.Reattach && ok(ops[i]) && ops[i-1].Return < ops[i].Call {
+		i--
+	}
+	p := ops[i]
+	in := p.Input.(diskmodel.Input)
+	o := p.Output.(diskmodel.Output)
+	if (in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach) || !ok(p) || o.CID == "" {
+		return Promise{}, false
+	}
+	for _, r := range ops[i+1:] {
+		if r.Input.(diskmodel.Input).VM != in.VM {
+			return Promise{}, false
+		}
+	}
+	for _, op := range ops[:i] {
+		other := op.Input.(diskmodel.Input)
+		if op.Return < p.Call || (other.Kind == diskmodel.Evict || other.Kind == diskmodel.Reattach) && other.VM != in.VM {
+			continue
+		}
+		return Promise{}, false
+	}
+	return Promise{Instance: in.VM, CID: o.CID, Reattached: len(ops) - 1 - i}, true
 }
 
 // linkReachesDisk reports whether the dynamic disk symlink for cid in a VM
@@ -341,6 +373,17 @@ var QuiescentCheckers = []Checker[View]{
 	Invariant(InvLinks, checkLinks),
 }
 
+// IdleCheckers are checked whenever the workload is idle (every operation
+// answered, no task queued or running, the Director up): what the API
+// lists must agree with the IaaS then too, not only once faults have
+// healed, or a later operation on the name could mend a record a task
+// left wrong before the end. Faults may still be active, so the agents'
+// symlinks are left to the quiescent check.
+var IdleCheckers = []Checker[View]{
+	Invariant(InvNoLeak, checkNoLeak),
+	Invariant(InvRecords, checkRecords),
+}
+
 // checkNoLeak: every IaaS disk is one the Director's API lists, as a
 // dynamic disk or an orphan, or one whose create_disk response was lost.
 func checkNoLeak(v View) error {
@@ -380,7 +423,7 @@ func instanceByName(ins []director.InstanceInfo) map[string]director.InstanceInf
 // checkRecords compares what the Director's API lists with the IaaS, and
 // the workload's promises with both: every listed disk exists in the IaaS,
 // attached to the active VM of the instance the list names (detached when
-// it names none); and the disk a name's last operation, an OK provide or
+// it names none), of the size the API lists and the workload asked for; and the disk a name's last operation, an OK provide or
 // attach, answered is still the one listed under that name, attached to
 // that instance's VM.
 func checkRecords(v View) error {
@@ -415,6 +458,9 @@ func checkRecords(v View) error {
 		case inst != "" && d.VMCID.String() != vmOf(inst):
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it on instance %s, whose VM is %q; the IaaS has it attached to %q",
 				dd.Name, dd.CID, inst, vmOf(inst), d.VMCID))
+		case dd.SizeMiB != d.SizeMiB || d.SizeMiB != WorkloadDiskMiB:
+			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it as %d MiB, the IaaS disk is %d MiB; the workload asked for %d MiB",
+				dd.Name, dd.CID, dd.SizeMiB, d.SizeMiB, WorkloadDiskMiB))
 		}
 	}
 	names := slices.Sorted(maps.Keys(v.LastOK))
@@ -425,6 +471,10 @@ func checkRecords(v View) error {
 			id = v.InstanceIDs[i]
 		}
 		why := fmt.Sprintf("the last operation on %s, a provide or attach of instance %s, answered %s", name, p.Instance, p.CID)
+		if p.Reattached > 0 {
+			why = fmt.Sprintf("the last provide or attach on %s, of instance %s, answered %s, and every operation on it since was a recreate of %s that re-attached its disks (%d)",
+				name, p.Instance, p.CID, p.Instance, p.Reattached)
+		}
 		dd, ok := listed[name]
 		d, inIaaS := iaas[p.CID]
 		switch {

@@ -281,3 +281,48 @@ func TestProgressCheckBoundsAProvide(t *testing.T) {
 		t.Fatalf("a provide stalled past its client's wait: got %v, want %s with the bound", o.Err, InvProgress)
 	}
 }
+
+// A record a task leaves wrong and a later operation mends passes the
+// quiescent checks; the idle check, run whenever the workload waits on
+// nothing, sees it in between. The planted fault: after an unrelated
+// restart, the disk a provide attached is detached behind the Director's
+// back, so its API still lists the disk on the instance; the detach that
+// follows finds it detached (DiskNotAttached) and the end agrees again.
+func TestIdleCheckSeesARecordMendedLater(t *testing.T) {
+	ops := controlOps(t, "c0 provide disk=a vm=0", "c0 restart vm=1", "c0 detach disk=a")
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Ops: ops, Scripted: true}
+	if o := Simulate(cfg); o.Err != nil {
+		t.Fatalf("the reference Director: %v\n%s", o.Err, strings.Join(o.Log, "\n"))
+	}
+	detachBehind := func(w *World, o Op) {
+		if o.Kind != OpRestart {
+			return
+		}
+		st, err := w.Cloud.State(context.Background())
+		if err != nil {
+			t.Errorf("oracle: %v", err)
+			return
+		}
+		for _, d := range st.Disks {
+			if !d.VMCID.IsZero() {
+				if err := w.Cloud.DetachDisk(context.Background(), d.VMCID, d.CID); err != nil {
+					t.Errorf("detaching %s behind the Director: %v", d.CID, err)
+				}
+			}
+		}
+	}
+	cfg.tamper = tamper{afterOp: detachBehind}
+	idle := Simulate(cfg)
+	v, ok := AsViolation(idle.Err)
+	if !ok || v.Invariant != InvRecords || v.Phase != WhenIdle || v.Step != 2 {
+		t.Fatalf("a record left wrong after step 2: got %v, want %s %s 2\n%s", idle.Err, InvRecords, WhenIdle, strings.Join(idle.Log, "\n"))
+	}
+	if !strings.Contains(v.Err.Error(), "the IaaS has it attached to \"\"") {
+		t.Errorf("the violation does not say what the IaaS has: %v", v.Err)
+	}
+	for _, x := range idle.Violations {
+		if x.Phase != WhenIdle {
+			t.Errorf("the end agrees again, yet %v", x)
+		}
+	}
+}

@@ -28,7 +28,8 @@
 //
 // A run (Simulate) deploys the VMs, runs a workload (orchestrator clients
 // doing provide, detach, delete across VMs and disk names; an operator doing
-// recreate, restart, stop/start, hard stop, VM delete, deployment delete;
+// recreate (half of them re-attaching the dynamic disks), restart,
+// stop/start, hard stop, VM delete, deployment delete;
 // WorkloadConfig sets the mix and size), heals the faults, waits for every
 // task to end, and checks. Every dynamic-disk call is recorded for the
 // linearizability check.
@@ -44,6 +45,10 @@
 //     delete_disk of a disk the IaaS has attached; a provide or attach
 //     reported done leaves, on the VM the IaaS attached the answered disk
 //     to, a symlink reaching that disk's device;
+//   - whenever the workload is idle (every operation answered, no task
+//     queued or running, the Director up), faults or not: the no-leak and
+//     records checks below, so that a record a task left wrong is seen
+//     before a later operation on the name mends it;
 //   - once quiescent: every task ended, both those the API lists and those
 //     it gave the workload (liveness); every IaaS disk is listed by the
 //     API, as a dynamic disk or an orphan (no leak); the API's list matches
@@ -52,7 +57,9 @@
 //     (records); and the VM roots' symlinks match the IaaS attachments
 //     (each reaching its disk's device);
 //   - after every operation: a failed one is explained by a fault on its
-//     path, an invalid request or a documented refusal (explain.go);
+//     path, an invalid request or a documented refusal (explain.go); a
+//     refusal that names a task whose end the workload had seen (a lock or
+//     a disk state left behind) is not;
 //   - once liveness holds: every provide or attach with no fault on its
 //     path ended within its client's 20-minute wait (progress);
 //   - linearizability of the history per disk name (porcupine), with an

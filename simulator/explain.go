@@ -19,9 +19,9 @@ import (
 // allowed there:
 //
 //   - a documented refusal, whatever the disk name's state: a concurrent
-//     task holds the name, the instance has no active VM, a lock wait timed
-//     out while another live task held the lock (diskmodel.Refused: no
-//     effect);
+//     task holds the name (one whose end its client had not yet seen), the
+//     instance has no active VM, a lock wait timed out while another live
+//     task held the lock (diskmodel.Refused: no effect);
 //   - an invalid request by the workload: detach or attach of an unknown
 //     name, provide or attach of a disk attached to another instance,
 //     create of a name that exists (diskmodel.Invalid: no effect, and the
@@ -67,8 +67,7 @@ var refusals = []refusal{
 	{regexp.MustCompile("^no active vm found for instance `[^`]+`"), diskmodel.Refused, "the instance has no active VM"},
 	{regexp.MustCompile("^instance `[^`]+` not found$"), diskmodel.Refused, "the instance is gone"},
 	// Another task is working on the name (cpilab's disk states).
-	{regexp.MustCompile(`^dynamic disk "[^"]+" (is \w+ \(task \d+\)|moved to another VM each time)`), diskmodel.Refused,
-		"another task holds the disk name"},
+	{diskBusyRE, diskmodel.Refused, "another task holds the disk name"},
 	// The client found no VM to delete (GET /deployments/:name/instances).
 	{regexp.MustCompile(`^instance has no VM$`), diskmodel.Refused, "the instance has no VM to delete"},
 	// DELETE /vms/:cid of a VM gone since the client looked it up.
@@ -80,6 +79,10 @@ var refusals = []refusal{
 }
 
 var (
+	// diskBusyRE: the disk name's record says another task is working on it
+	// (the task is checked below: one whose client saw it end left the
+	// state behind).
+	diskBusyRE    = regexp.MustCompile(`^dynamic disk "[^"]+" (is (\w+) \(task (\d+)\)|moved to another VM each time)`)
 	lockTimeoutRE = regexp.MustCompile(`^failed to acquire lock \[[^\]]*\] within \S+ \(held by \[(.*)\]\)$`)
 	holderTaskRE  = regexp.MustCompile(`task (\d+)`)
 )
@@ -111,6 +114,11 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 		}
 		if rf.re == lockTimeoutRE {
 			if stale := r.staleHolder(errText, call); stale != "" {
+				return explanation{outcome: diskmodel.Unexplained, why: stale}
+			}
+		}
+		if rf.re == diskBusyRE {
+			if stale := r.staleDiskState(errText, call); stale != "" {
 				return explanation{outcome: diskmodel.Unexplained, why: stale}
 			}
 		}
@@ -167,6 +175,27 @@ func (r *workloadRun) staleHolder(errText string, call time.Time) string {
 			if sp.task == id && sp.done && sp.ret.Before(call) {
 				return fmt.Sprintf("the lock's holder, task %d (%v), had ended before this operation was called", id, sp.op)
 			}
+		}
+	}
+	return ""
+}
+
+// staleDiskState is why a "the disk is <state> (task N)" refusal is not
+// allowed: task N is one whose client had seen it end before this
+// operation was called, so the state is a record left behind by a task
+// that is over, and the name refuses every operation from then on. ""
+// when task N may still be running.
+func (r *workloadRun) staleDiskState(errText string, call time.Time) string {
+	m := diskBusyRE.FindStringSubmatch(errText)
+	if m == nil || m[3] == "" {
+		return ""
+	}
+	id, _ := strconv.ParseInt(m[3], 10, 64)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sp := range r.spans {
+		if sp.task == id && sp.done && sp.ret.Before(call) {
+			return fmt.Sprintf("the disk is still %s under task %d (%v), which had ended before this operation was called: a state left behind", m[2], id, sp.op)
 		}
 	}
 	return ""

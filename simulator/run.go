@@ -187,7 +187,7 @@ func Simulate(cfg SimConfig) *Outcome {
 			return
 		}
 		world = w
-		checkers := &Checkers[View]{Seed: cfg.Seed, Safety: SafetyCheckers, Quiescent: QuiescentCheckers}
+		checkers := &Checkers[View]{Seed: cfg.Seed, Safety: SafetyCheckers, Quiescent: QuiescentCheckers, Idle: IdleCheckers}
 		wr := &workloadRun{w: w, ops: ops, disks: diskNames(ops), history: &rec, checkers: checkers,
 			log: func(line string) { out.Log = append(out.Log, line) }}
 		wr.run()

@@ -73,6 +73,9 @@ type Op struct {
 	// next operation (the task is still polled to its end, for the
 	// history); text form "wait=no".
 	NoWait bool
+	// Reattach: a recreate that re-attaches the instance's dynamic disks to
+	// its new VM (reattach_dynamic_disks); text form "reattach=yes".
+	Reattach bool
 }
 
 // String is the op's text form.
@@ -96,6 +99,9 @@ func (o Op) String() string {
 	}
 	if o.NoWait {
 		b.WriteString(" wait=no")
+	}
+	if o.Reattach {
+		b.WriteString(" reattach=yes")
 	}
 	return b.String()
 }
@@ -143,6 +149,11 @@ func ParseOp(line string) (Op, error) {
 				err = fmt.Errorf("wait=%q: want yes or no", v)
 			}
 			o.NoWait = v == "no"
+		case "reattach":
+			if v != "no" && v != "yes" {
+				err = fmt.Errorf("reattach=%q: want yes or no", v)
+			}
+			o.Reattach = v == "yes"
 		default:
 			err = fmt.Errorf("unknown key %q", k)
 		}
@@ -152,6 +163,9 @@ func ParseOp(line string) (Op, error) {
 	}
 	if o.Kind.hasDisk() && o.Disk == "" {
 		return Op{}, fmt.Errorf("op %q: %s needs disk=NAME", line, o.Kind)
+	}
+	if o.Reattach && o.Kind != OpRecreate {
+		return Op{}, fmt.Errorf("op %q: reattach=yes is for recreate only", line)
 	}
 	return o, nil
 }
@@ -255,6 +269,14 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 		}
 		ops = append(ops, o)
 	}
+	// Half the recreates re-attach the disks, drawn from a stream of their
+	// own so that the other draws stay as they were.
+	re := rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/reattach")))
+	for i := range ops {
+		if ops[i].Kind == OpRecreate {
+			ops[i].Reattach = re.IntN(2) == 0
+		}
+	}
 	return ops, nil
 }
 
@@ -281,6 +303,10 @@ func burst(rng *rand.Rand, sh Shape, cfg WorkloadConfig, instances, room int) []
 	}
 	return ops
 }
+
+// WorkloadDiskMiB is the size every provide and create of the workload
+// asks for.
+const WorkloadDiskMiB = 4
 
 // InstanceLabel is the diskmodel VM name of instance i: "i0", "i1", ….
 func InstanceLabel(i int) string { return "i" + strconv.Itoa(i) }
@@ -320,7 +346,7 @@ func (w *World) submit(o Op) (opResult, int64) {
 	var err error
 	switch o.Kind {
 	case OpProvide:
-		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: 4, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
 	case OpDetach:
 		id, err = d.DetachDynamicDisk(directorUser, o.Disk)
 	case OpDelete:
@@ -328,7 +354,7 @@ func (w *World) submit(o Op) (opResult, int64) {
 	case OpAttach:
 		id, err = d.AttachDynamicDisk(directorUser, director.AttachRequest{DiskName: o.Disk, InstanceID: inst})
 	case OpCreate:
-		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: 4, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
 	case OpSilence:
 		if _, agentID, err := w.instanceVM(inst); err == nil && agentID != "" {
 			w.mu.Lock()
@@ -339,7 +365,8 @@ func (w *World) submit(o Op) (opResult, int64) {
 		return opResult{outcome: diskmodel.OK, detail: "agent silenced"}, 0
 	case OpRecreate, OpRestart, OpStop, OpStart, OpStopHard:
 		state := map[OpKind]string{OpRecreate: "recreate", OpRestart: "restart", OpStop: "stopped", OpStart: "started", OpStopHard: "stopped"}[o.Kind]
-		id, err = d.ChangeInstanceState(directorUser, director.InstanceStateRequest{InstanceID: inst, State: state, Hard: o.Kind == OpStopHard})
+		id, err = d.ChangeInstanceState(directorUser, director.InstanceStateRequest{InstanceID: inst, State: state, Hard: o.Kind == OpStopHard,
+			ReattachDynamicDisks: o.Reattach})
 	case OpDeleteVM:
 		vm, _, err := w.instanceVM(inst)
 		if err != nil {
@@ -476,8 +503,12 @@ func (r *workloadRun) runOne(o Op) {
 	case OpAttach:
 		call(diskmodel.Input{Kind: diskmodel.Attach, Disk: o.Disk, VM: label})
 	case OpRecreate, OpStopHard, OpDeleteVM:
+		kind := diskmodel.Evict
+		if o.Reattach {
+			kind = diskmodel.Reattach
+		}
 		for _, name := range r.disks {
-			call(diskmodel.Input{Kind: diskmodel.Evict, Disk: name, VM: label})
+			call(diskmodel.Input{Kind: kind, Disk: name, VM: label})
 		}
 	case OpDeleteDeployment:
 		for _, name := range r.disks {
@@ -502,6 +533,26 @@ func (r *workloadRun) runOne(o Op) {
 	r.finish(o, ids, self, callAt, w.awaitTask(task))
 }
 
+// checkIdle runs the idle checks after step when the workload waits on
+// nothing: every operation called has been answered, and the API lists no
+// queued or running task. A Director that is down (its API cannot be
+// read) is not idle.
+func (r *workloadRun) checkIdle(step int) {
+	r.mu.Lock()
+	busy := slices.ContainsFunc(r.spans, func(sp span) bool { return !sp.done })
+	r.mu.Unlock()
+	if busy || r.checkers.Idle == nil || r.w.tasksOpen() {
+		return
+	}
+	v := r.w.recordsView(r.history.History())
+	if v.APIErr != nil {
+		return
+	}
+	if err := r.checkers.WhenIdle(step, v); err != nil {
+		r.w.addViolation(err.(*Violation))
+	}
+}
+
 // finish records what the client learned of op o (history entries ids,
 // span self, called at callAt) and runs the checks that follow a step.
 func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res opResult) {
@@ -520,8 +571,10 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 	if f := w.cfg.tamper.afterOp; f != nil {
 		f(w, o)
 	}
-	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.latestCall(o.Disk) == ids[0] {
-		// No operation on the name began since: the state is this provide's.
+	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.latestCall(o.Disk) == ids[0] && !r.history.OthersRunning(ids[0]) {
+		// No operation on the name began since, and none called before
+		// is still running (a recreate of the VM queued behind it that
+		// re-attaches the disk): the state is this provide's.
 		w.checkProvideLink(o.Kind, o.Disk, res.cid)
 	}
 	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid}
@@ -548,6 +601,7 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 	if err := r.checkers.AfterStep(step, w.SafetyView()); err != nil {
 		w.addViolation(err.(*Violation))
 	}
+	r.checkIdle(step)
 	for _, f := range w.next(faults.SeamStep, "step") {
 		if f.Kind == faults.DirectorCrash {
 			w.Crash(f.Duration)

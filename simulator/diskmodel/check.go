@@ -45,6 +45,27 @@ func (r *Recorder) Return(id int, out Output) {
 	r.done[id] = true
 }
 
+// OthersRunning reports whether an operation on id's disk name, other
+// than id, has been called and not returned, leaving out evictions and
+// re-attaching recreates of other VMs (which leave a disk attached to id's
+// VM alone).
+func (r *Recorder) OthersRunning(id int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in := r.ops[id].Input.(Input)
+	for i, op := range r.ops {
+		other := op.Input.(Input)
+		if i == id || r.done[i] || other.Disk != in.Disk {
+			continue
+		}
+		if (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
 // History returns the operations so far. Those that never returned are
 // Unknown.
 func (r *Recorder) History() []porcupine.Operation {

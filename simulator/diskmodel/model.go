@@ -33,6 +33,13 @@ const (
 	// seen from one disk name: a disk attached to VM becomes detached; any
 	// other state is left alone. It never fails by specification.
 	Evict OpKind = "evict"
+	// Reattach is an operator's recreate that re-attaches the dynamic
+	// disks (reattach_dynamic_disks), seen from one disk name: a disk
+	// attached to VM is detached and attached again to the instance's new
+	// VM, or stays detached when another operation took it in between
+	// (the Director does not re-attach a disk that moved); any other state
+	// is left alone. It never fails by specification.
+	Reattach OpKind = "reattach"
 )
 
 // Input is an operation's invocation.
@@ -47,7 +54,7 @@ type Input struct {
 
 // String is "provide(disk, vm)" or "detach(disk)".
 func (in Input) String() string {
-	if in.Kind == Provide || in.Kind == Attach || in.Kind == Evict {
+	if in.Kind == Provide || in.Kind == Attach || in.Kind == Evict || in.Kind == Reattach {
 		return fmt.Sprintf("%s(%s, %s)", in.Kind, in.Disk, in.VM)
 	}
 	return fmt.Sprintf("%s(%s)", in.Kind, in.Disk)
@@ -187,6 +194,11 @@ func effects(s State, in Input) (chain []State, rejected bool) {
 			return []State{detached}, false
 		}
 		return nil, false
+	case Reattach:
+		if s.Exists && s.VM != "" && s.VM == in.VM {
+			return []State{detached, s}, false
+		}
+		return nil, false
 	case Delete:
 		switch {
 		case !s.Exists:
@@ -226,6 +238,10 @@ func Step(s State, in Input, out Output) []State {
 		final := s
 		if len(chain) > 0 {
 			final = chain[len(chain)-1]
+		}
+		if in.Kind == Reattach {
+			// Re-attached, or left detached when the disk moved meanwhile.
+			return append([]State{final}, chain[:max(0, len(chain)-1)]...)
 		}
 		if out.CID != "" && in.Kind != Detach && in.Kind != Delete && in.Kind != Evict {
 			if !final.Exists || final.CID != "" && final.CID != out.CID {

@@ -39,6 +39,15 @@ var cases = []struct {
 	legal bool
 	h     []porcupine.Operation
 }{
+	{"a re-attaching recreate keeps the disk on its instance", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, diskmodel.Reattach, "d", "vm1", ok, ""), op(0, 5, 6, P, "d", "vm1", ok, "c1")}},
+	{"after a re-attaching recreate two instances cannot both get the disk", false, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, diskmodel.Reattach, "d", "vm1", ok, ""), op(2, 5, 6, P, "d", "vm2", ok, "c1"),
+		op(0, 7, 8, P, "d", "vm1", ok, "c1")}},
+	{"a provide elsewhere during a re-attaching recreate may take the disk", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 6, diskmodel.Reattach, "d", "vm1", ok, ""), op(2, 4, 5, P, "d", "vm2", ok, "c1")}},
+	{"a plain recreate frees the disk", true, []porcupine.Operation{
+		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(1, 3, 4, diskmodel.Evict, "d", "vm1", ok, ""), op(2, 5, 6, P, "d", "vm2", ok, "c1")}},
 	{"provide twice to one VM is idempotent", true, []porcupine.Operation{
 		op(0, 1, 2, P, "d", "vm1", ok, "c1"), op(0, 3, 4, P, "d", "vm1", ok, "c1")}},
 	{"provide to a second VM while attached must fail", false, []porcupine.Operation{
@@ -192,4 +201,25 @@ func TestRecorder(t *testing.T) {
 	if got := diskmodel.Disks(h); !slices.Equal(got, []string{"d"}) {
 		t.Fatalf("Disks = %v", got)
 	}
+}
+
+// OthersRunning sees an operation on the same name still running, and
+// leaves out names of other disks and evictions of other VMs.
+func TestRecorderOthersRunning(t *testing.T) {
+	var rec diskmodel.Recorder
+	other := rec.Call(1, diskmodel.Input{Kind: diskmodel.Evict, Disk: "d", VM: "vm2"})
+	elsewhere := rec.Call(2, diskmodel.Input{Kind: Det, Disk: "e"})
+	p := rec.Call(0, diskmodel.Input{Kind: P, Disk: "d", VM: "vm1"})
+	if rec.OthersRunning(p) {
+		t.Errorf("an eviction of another VM and a detach of another name count as running on d")
+	}
+	re := rec.Call(3, diskmodel.Input{Kind: diskmodel.Reattach, Disk: "d", VM: "vm1"})
+	if !rec.OthersRunning(p) {
+		t.Errorf("a recreate of vm1 still running does not count")
+	}
+	rec.Return(re, diskmodel.Output{Outcome: ok})
+	if rec.OthersRunning(p) {
+		t.Errorf("a recreate that returned still counts")
+	}
+	_, _ = other, elsewhere
 }
