@@ -42,8 +42,9 @@ const (
 	// system has settled (liveness, leaks, agreement between records).
 	AtQuiescence Phase = "at quiescence"
 	// WhenIdle: a quiescent check of the records, run while the workload
-	// waits on nothing (every operation answered, no task queued or
-	// running), before later operations can mend what a task left wrong.
+	// waits on nothing (every operation answered, every task it was given
+	// seen to its end), before later operations can mend what a task left
+	// wrong.
 	WhenIdle Phase = "when idle after step"
 )
 

@@ -374,7 +374,7 @@ var QuiescentCheckers = []Checker[View]{
 }
 
 // IdleCheckers are checked whenever the workload is idle (every operation
-// answered, no task queued or running, the Director up): what the API
+// answered, every task it was given seen to its end, the Director up): what the API
 // lists must agree with the IaaS then too, not only once faults have
 // healed, or a later operation on the name could mend a record a task
 // left wrong before the end. Faults may still be active, so the agents'

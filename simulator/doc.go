@@ -45,8 +45,8 @@
 //     delete_disk of a disk the IaaS has attached; a provide or attach
 //     reported done leaves, on the VM the IaaS attached the answered disk
 //     to, a symlink reaching that disk's device;
-//   - whenever the workload is idle (every operation answered, no task
-//     queued or running, the Director up), faults or not: the no-leak and
+//   - whenever the workload is idle (every operation answered, every task
+//     it was given seen to its end, the Director up), faults or not: the no-leak and
 //     records checks below, so that a record a task left wrong is seen
 //     before a later operation on the name mends it;
 //   - once quiescent: every task ended, both those the API lists and those

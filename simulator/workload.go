@@ -534,14 +534,15 @@ func (r *workloadRun) runOne(o Op) {
 }
 
 // checkIdle runs the idle checks after step when the workload waits on
-// nothing: every operation called has been answered, and the API lists no
-// queued or running task. A Director that is down (its API cannot be
+// nothing: every operation called has been answered, every task the
+// Director gave it seen to its end (the workload's clients are the only
+// ones who ask for tasks). A Director that is down (its API cannot be
 // read) is not idle.
 func (r *workloadRun) checkIdle(step int) {
 	r.mu.Lock()
 	busy := slices.ContainsFunc(r.spans, func(sp span) bool { return !sp.done })
 	r.mu.Unlock()
-	if busy || r.checkers.Idle == nil || r.w.tasksOpen() {
+	if busy || r.checkers.Idle == nil {
 		return
 	}
 	v := r.w.recordsView(r.history.History())
