@@ -1,9 +1,12 @@
 package director
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cpilab/cpilab/director/store"
@@ -192,6 +195,11 @@ type Director struct {
 	locks *lockTable
 	group *rt.Group
 
+	// decoded caches the last decoding of each stored task record, so that
+	// listing tasks decodes only the records that changed since. Its mutex
+	// is never held across a runtime call (it is no scheduling point).
+	decoded decodedTasks
+
 	mu      rt.Mutex
 	changed rt.Cond            // broadcast when a task ends or a queue gains a task
 	queues  map[string][]int64 // guarded by mu: queued task IDs per queue
@@ -372,6 +380,63 @@ func (d *Director) task(id int64, logs bool) (Task, error) {
 	return t, nil
 }
 
+// decodedTasks remembers, per stored task key and per with/without logs,
+// the record's bytes and what they decoded to: a record whose bytes did not
+// change is not decoded again. What it returns shares no slice with the cache.
+type decodedTasks struct {
+	mu sync.Mutex
+	m  map[decodedKey]decodedTask
+}
+
+type decodedKey struct {
+	key  string
+	logs bool
+}
+
+type decodedTask struct {
+	raw []byte
+	t   Task
+}
+
+// task decodes raw, the stored record under key, with its logs or without.
+func (c *decodedTasks) task(key string, raw []byte, logs bool) (Task, error) {
+	k := decodedKey{key, logs}
+	c.mu.Lock()
+	hit, ok := c.m[k]
+	c.mu.Unlock()
+	if !ok || !bytes.Equal(hit.raw, raw) {
+		var t Task
+		if logs {
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return Task{}, err
+			}
+		} else {
+			var nl taskNoLogs
+			if err := json.Unmarshal(raw, &nl); err != nil {
+				return Task{}, err
+			}
+			t = nl.Task
+		}
+		hit = decodedTask{raw: bytes.Clone(raw), t: t}
+		c.mu.Lock()
+		if c.m == nil {
+			c.m = make(map[decodedKey]decodedTask)
+		}
+		c.m[k] = hit
+		c.mu.Unlock()
+	}
+	return hit.t.clone(), nil
+}
+
+// clone copies t with slices of its own.
+func (t Task) clone() Task {
+	t.Args = slices.Clone(t.Args)
+	t.Result = slices.Clone(t.Result)
+	t.Events = slices.Clone(t.Events)
+	t.Debug = slices.Clone(t.Debug)
+	return t
+}
+
 // taskNoLogs decodes a stored task without its logs: its Events and Debug
 // fields hide Task's, and skip what they are given.
 type taskNoLogs struct {
@@ -396,18 +461,10 @@ func (d *Director) Tasks(limit int, keep func(*Task) bool) ([]Task, error) {
 func (d *Director) tasks(limit int, logs bool, keep func(*Task) bool) ([]Task, error) {
 	var out []Task
 	err := d.st.View(func(tx store.Tx) error {
-		return tx.List(store.Tasks, func(_ string, raw []byte) error {
-			var t Task
-			if logs {
-				if err := json.Unmarshal(raw, &t); err != nil {
-					return err
-				}
-			} else {
-				var nl taskNoLogs
-				if err := json.Unmarshal(raw, &nl); err != nil {
-					return err
-				}
-				t = nl.Task
+		return tx.List(store.Tasks, func(key string, raw []byte) error {
+			t, err := d.decoded.task(key, raw, logs)
+			if err != nil {
+				return err
 			}
 			if keep == nil || keep(&t) {
 				out = append(out, t)
