@@ -129,6 +129,7 @@ func catalogCloud(t *testing.T, bug string) (catalogDriver, explore.Env) {
 var (
 	lifecycleBugNames = []string{"get-disks-lists-every-attached", "has-disk-stale-cache", "has-vm-true-after-delete", "get-disks-first-only"}
 	modelVariantNames = []string{"legal-metadata-sanitised", "legal-metadata-merge", "legal-get-disks-unordered",
-		"legal-snapshot-waits-then-succeeds", "legal-update-disk-new-cid", "legal-disk-size-rounded-up", "legal-resize-not-supported"}
+		"legal-snapshot-waits-then-succeeds", "legal-update-disk-new-cid", "legal-disk-size-rounded-up", "legal-resize-not-supported",
+		"legal-create-disk-own-tags", "legal-delete-vm-detaches-first", "legal-reboot-hard-after-soft"}
 	shortBugs = []string{"detach-also-other-disk", "reboot-loses-metadata", "update-disk-keeps-old-disk", "get-disks-lists-every-attached"}
 )

@@ -56,6 +56,25 @@ func (g *gen) ref(t *rapid.T, kind, label string) json.RawMessage {
 	return raw(fmt.Sprintf("$%s:%d", kind, rapid.IntRange(1, g.made[kind]).Draw(t, label)))
 }
 
+// otherKind is a reference to an object of kind, or one time in five
+// (when the lifecycle made one) to an object of the other kind: a has_*
+// call given a CID the cloud has, of another kind.
+func (g *gen) otherKind(t *rapid.T, kind, other, label string) json.RawMessage {
+	if g.made[other] > 0 && rapid.IntRange(0, 4).Draw(t, label+" other kind") == 4 {
+		return g.ref(t, other, label+" "+other)
+	}
+	return g.ref(t, kind, label+" "+kind)
+}
+
+// snapshot is a snapshot_disk step with the metadata a Director sends
+// (director, deployment, instance, agent), keys and values no disk has.
+func (g *gen) snapshot(disk json.RawMessage) Step {
+	g.made["snapshot"]++
+	return Step{Method: "snapshot_disk", Profile: g.profile, Args: []json.RawMessage{disk, raw(map[string]string{
+		"director_name": "cpilab-explore", "deployment": "explore-snapshots", "instance_id": fmt.Sprintf("snapshot-%d", g.made["snapshot"]),
+		"agent_id": "explore-agent", "job": "db", "index": "0"})}}
+}
+
 func raw(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
@@ -118,8 +137,11 @@ func (g *gen) step(t *rapid.T, label string) Step {
 			orEmpty(g.env.VMCloudProperties), orEmpty(g.env.Networks), raw(locality),
 			raw(map[string]any{"bosh": map[string]any{"group": "explore"}})}
 		g.made["vm"]++
-	case "delete_vm", "reboot_vm", "has_vm", "get_disks":
+	case "delete_vm", "reboot_vm", "get_disks":
 		s.Args = []json.RawMessage{vm()}
+	case "has_vm":
+		// Now and then the CID of another kind of object: a disk's.
+		s.Args = []json.RawMessage{g.otherKind(t, "vm", "disk", label)}
 	case "set_vm_metadata":
 		s.Args = []json.RawMessage{vm(), raw(rapid.SampledFrom(metadata).Draw(t, label+" metadata"))}
 	case "create_disk":
@@ -129,12 +151,13 @@ func (g *gen) step(t *rapid.T, label string) Step {
 		}
 		s.Args = []json.RawMessage{raw(rapid.SampledFrom(sizes).Draw(t, label+" size")), orEmpty(g.env.DiskCloudProperties), loc}
 		g.made["disk"]++
-	case "delete_disk", "has_disk", "snapshot_disk":
+	case "snapshot_disk":
+		return g.snapshot(disk())
+	case "delete_disk":
 		s.Args = []json.RawMessage{disk()}
-		if m == "snapshot_disk" {
-			s.Args = append(s.Args, raw(map[string]string{"deployment": "explore"}))
-			g.made["snapshot"]++
-		}
+	case "has_disk":
+		// Now and then the CID of another kind of object: a snapshot's.
+		s.Args = []json.RawMessage{g.otherKind(t, "disk", "snapshot", label)}
 	case "attach_disk":
 		s.Args = []json.RawMessage{vm(), disk()}
 		g.attached = append(g.attached, s.Args)
@@ -240,10 +263,10 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 			raw(map[string]string{"director": "cpilab", "deployment": "explore", "instance_name": fmt.Sprintf("job/%d", i)})}})
 	}
 	// Snapshots of a detached disk and of an attached one (the
-	// Director's take_snapshot of an instance's persistent disk).
+	// Director's take_snapshot of an instance's persistent disk, with the
+	// metadata it sends, which no disk carries).
 	for _, d := range []string{"$disk:3", "$disk:1"} {
-		steps = append(steps, Step{Method: "snapshot_disk", Profile: g.profile, Args: []json.RawMessage{raw(d), raw(map[string]string{"deployment": "explore"})}})
-		g.made["snapshot"]++
+		steps = append(steps, g.snapshot(raw(d)))
 	}
 	// The paths after a deploy: a restart with the disks attached, a disk
 	// detached, grown to a size no multiple of a GiB and attached again,
@@ -254,12 +277,28 @@ func Draw(t *rapid.T, env Env, maxSteps int) []Step {
 		Step{Method: "resize_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:2"), raw(3000)}},
 		Step{Method: "attach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1"), raw("$disk:2")}},
 		Step{Method: "update_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:3"), raw(4096), orEmpty(g.env.DiskCloudProperties)}},
+		// A snapshot rotation: a newer snapshot of the attached disk,
+		// then the older one deleted; and a snapshot's CID asked of
+		// has_disk (a CID of another kind).
+		g.snapshot(raw("$disk:1")),
+		Step{Method: "delete_snapshot", Profile: g.profile, Args: []json.RawMessage{raw("$snapshot:2")}},
+		Step{Method: "has_disk", Profile: g.profile, Args: []json.RawMessage{raw("$snapshot:1")}},
 		// An orphaned disk deleted, then looked for (the Director's
 		// disk scan).
 		Step{Method: "create_disk", Profile: g.profile, Args: []json.RawMessage{raw(1024), orEmpty(g.env.DiskCloudProperties), json.RawMessage("null")}},
 		Step{Method: "delete_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:4")}},
 		Step{Method: "has_disk", Profile: g.profile, Args: []json.RawMessage{raw("$disk:4")}},
-		// A VM deleted, then looked for (the Director's VM scan).
+		// A disk moved to another VM: detached (and the detach retried,
+		// the VM still holding its other disk), attached there, the
+		// first VM's disks listed (each VM holding one), a stale detach
+		// of the previous attachment, then the VM that holds it deleted
+		// with the disk on it, as a recreate does, and looked for (the
+		// Director's VM scan).
+		Step{Method: "detach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1"), raw("$disk:1")}},
+		Step{Method: "detach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1"), raw("$disk:1")}},
+		Step{Method: "attach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:3"), raw("$disk:1")}},
+		Step{Method: "get_disks", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1")}},
+		Step{Method: "detach_disk", Profile: g.profile, Args: []json.RawMessage{raw("$vm:1"), raw("$disk:1")}},
 		Step{Method: "delete_vm", Profile: g.profile, Args: []json.RawMessage{raw("$vm:3")}},
 		Step{Method: "has_vm", Profile: g.profile, Args: []json.RawMessage{raw("$vm:3")}},
 	)
