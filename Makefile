@@ -34,7 +34,7 @@ test: build vet fmt
 
 # test-steps: the go test steps of make test, all on the one PostgreSQL
 # cluster make test starts (CPILAB_TEST_POSTGRES); run make test instead.
-# The unit step and the catalog run side by side (scripts/test-steps.sh).
+# The catalog runs beside the unit, race and fuzz steps (scripts/test-steps.sh).
 test-steps:
 	@./scripts/dockerd.sh probe
 	@./scripts/agentbox.sh probe

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # The go test steps of make test (run make test, which starts PostgreSQL
-# first). The unit and suite tests and the CPI catalog run side by side: the
-# unit step ends on a long tail of one package (cmd/cpilab's certify runs,
-# one at a time) that leaves a core idle, which the catalog's certify runs
-# fill. The unit step runs four packages at a time (go test's default is
+# first). Two lanes run side by side:
+#   - the unit and suite tests, then the race tests (-short), then a short
+#     fuzz run, one after the other;
+#   - the CPI catalog (TestCertifyCatalog), the longest single step.
+# The catalog's certify runs fill the cores the unit step leaves idle on its
+# tail (cmd/cpilab's certify runs, one at a time), and the race and fuzz
+# steps start as soon as the unit step ends instead of waiting for the
+# catalog. The unit step runs four packages at a time (go test's default is
 # one per core): several suites mostly wait on a Director's tasks and agents
 # (the FlexVolume catalog uses a fifth of a core for three minutes) and
-# would hold a core's slot idle. Each line of their output is prefixed with its step; a step's
-# failure fails the whole run after both have ended. Then the race tests
-# (-short) and a short fuzz run, one after the other.
+# would hold a core's slot idle. Each line of output is prefixed with its
+# step; a failing step ends its lane (the race and fuzz steps do not run
+# after a failed unit step), and any lane's failure fails the whole run
+# after both lanes have ended.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -24,21 +29,37 @@ step() { # step NAME COMMAND...: runs the command, its output prefixed with [NAM
 }
 
 start=$SECONDS
-step unit "$GO" test -p 4 -count=1 -timeout 30m -skip '^TestCertifyCatalog$' $PKGS &
-unit=$!
+ended() { # ended NAME STATUS: says when a step ended, and how
+  echo "[$1] ended with status $2 after $((SECONDS - start)) s"
+}
+
+tests_lane() { # unit, then race, then fuzz; stops at the first failure
+  local rc race_pkgs
+  step unit "$GO" test -p 4 -count=1 -timeout 30m -skip '^TestCertifyCatalog$' $PKGS
+  rc=$?
+  ended unit "$rc"
+  [ "$rc" = 0 ] || return "$rc"
+  race_pkgs=$("$GO" list $RACE_PKGS) || return 1
+  # shellcheck disable=SC2086
+  step race "$GO" test -count=1 -race -short -timeout 20m $race_pkgs
+  rc=$?
+  ended race "$rc"
+  [ "$rc" = 0 ] || return "$rc"
+  step fuzz ./scripts/fuzz.sh "$FUZZTIME"
+  rc=$?
+  ended fuzz "$rc"
+  return "$rc"
+}
+
+tests_lane &
+tests=$!
 step catalog "$GO" test -count=1 -timeout 45m -run '^TestCertifyCatalog$' ./cmd/cpilab/ &
 catalog=$!
-wait "$unit"; unit_rc=$?
-echo "[unit] ended with status $unit_rc after $((SECONDS - start)) s"
 wait "$catalog"; catalog_rc=$?
-echo "[catalog] ended with status $catalog_rc after $((SECONDS - start)) s"
-if [ "$unit_rc" != 0 ] || [ "$catalog_rc" != 0 ]; then
-  echo "make test: the unit step ended with status $unit_rc, the catalog with $catalog_rc" >&2
+ended catalog "$catalog_rc"
+wait "$tests"; tests_rc=$?
+if [ "$tests_rc" != 0 ] || [ "$catalog_rc" != 0 ]; then
+  echo "make test: the unit, race and fuzz steps ended with status $tests_rc, the catalog with $catalog_rc" >&2
   exit 1
 fi
-
-start=$SECONDS
-# shellcheck disable=SC2046
-"$GO" test -count=1 -race -short -timeout 20m $("$GO" list $RACE_PKGS 2>/dev/null) || exit 1
-echo "[race] ended after $((SECONDS - start)) s"
-./scripts/fuzz.sh "$FUZZTIME" || exit 1
+echo "make test: every step passed in $((SECONDS - start)) s"

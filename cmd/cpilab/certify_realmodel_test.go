@@ -54,16 +54,17 @@ timeouts: {call: 30s, agent: 20s}
 // reference CPI passes with its calls checked; model bugs those reads
 // expose are rejected on their own clause, found by the random
 // lifecycles; and --no-model-reads turns the reads off, saying so.
+//
+// The runs wait on one CPI process after another (a failing lifecycle is
+// shrunk by running it again and again), so they run side by side, each
+// on a testbed of its own.
 func TestCertifyRealCloudModel(t *testing.T) {
 	dir := buildCPIs(t)
-	tb, err := testbed.Start(testbed.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tb.Close()
 	filter := "row:" + cpisuite.ExploreRow + " || (row:director-current.api3 && (area:setup || area:disks || area:cleanup))"
 
 	t.Run("reference", func(t *testing.T) {
+		t.Parallel()
+		tb := startTestbed(t)
 		cfg := realCloudFile(t, tb, filepath.Join(dir, "fakeiaas-cpi"), false)
 		js := filepath.Join(t.TempDir(), "r.json")
 		code, stdout, stderr := certify(t, dir, "--config", cfg, "--label-filter", filter, "--json-report", js)
@@ -94,6 +95,8 @@ func TestCertifyRealCloudModel(t *testing.T) {
 
 	for _, name := range []string{"detach-also-other-disk", "attach-replaces-attachment", "reboot-drops-disks", "detach-ignores-vm-argument"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tb := startTestbed(t)
 			bug, ok := buggycpi.Lookup(name)
 			if !ok {
 				t.Fatalf("no bug %s in the catalog", name)
@@ -110,4 +113,15 @@ func TestCertifyRealCloudModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startTestbed starts a testbed of the test's own, closed when it ends.
+func startTestbed(t *testing.T) *testbed.Testbed {
+	t.Helper()
+	tb, err := testbed.Start(testbed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tb.Close() })
+	return tb
 }

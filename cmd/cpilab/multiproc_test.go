@@ -21,6 +21,7 @@ import (
 // One api and three worker processes on one PostgreSQL database pass the
 // dynamic disks suite, run by `cpilab certify-director --url`.
 func TestCertifyDirectorAgainstSeveralProcessesOnPostgres(t *testing.T) {
+	t.Parallel() // waits on its processes most of the time (about a fifth of a core): overlaps the package's other waiting tests
 	db := pgtest.URL(t)
 	c := startCluster(t, clusterConfig{database: db, workers: 3})
 	stemcell, err := filepath.Abs("../../fixtures/director/stemcell-v2")
@@ -61,6 +62,7 @@ func TestCertifyDirectorAgainstSeveralProcessesOnPostgres(t *testing.T) {
 // taken over and failed visibly, no lock is ever held by two owners at
 // once, and the director's records equal the fake cloud's oracle.
 func TestKillNineOfAWorkerLosesNoTask(t *testing.T) {
+	t.Parallel() // waits on its processes most of the time (about a quarter of a core): overlaps the package's other waiting tests
 	db := pgtest.URL(t)
 	c := startCluster(t, clusterConfig{database: db, workers: 3, taskLease: 2 * time.Second})
 	insts := c.deploy(t, "mp", 3)

@@ -35,6 +35,7 @@ func TestConcurrentProvidesAcrossProcessesAreLinearizable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a fake cloud, an api process and three worker processes on PostgreSQL")
 	}
+	t.Parallel() // waits on its processes most of the time (about a sixth of a core): overlaps the package's other waiting tests
 	x := newXproc(t, xprocConfigFromEnv(t))
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("workload seed %d", seed)

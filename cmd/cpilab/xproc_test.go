@@ -104,6 +104,7 @@ func TestDiskJobsStateMachineAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a fake cloud, an api process and three worker processes on PostgreSQL")
 	}
+	t.Parallel() // waits on its processes most of the time (about a fifth of a core): overlaps the package's other waiting tests
 	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
 		_ = f.Value.Set("10")
 		defer func() { _ = f.Value.Set("100") }()
