@@ -264,39 +264,32 @@ func ParseFault(s string) (Fault, error) {
 	if f.At, err = strconv.Atoi(head[at+1:]); err != nil || f.At < 0 {
 		return Fault{}, fmt.Errorf("fault %q: index %q is not a non-negative integer", s, head[at+1:])
 	}
-	seen := map[string]bool{}
-	for _, kv := range toks[1:] {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return Fault{}, fmt.Errorf("fault %q: want key=value, got %q", s, kv)
-		}
-		if seen[k] {
-			return Fault{}, fmt.Errorf("fault %q: key %q given twice", s, k)
-		}
-		seen[k] = true
-		if v, err = scenario.Unquote(v); err != nil {
-			return Fault{}, fmt.Errorf("fault %q: key %s: %w", s, k, err)
-		}
+	seen, err := scenario.KeyValues(toks[1:], func(k, v string) error {
+		var err error
 		switch {
 		case k == "on":
 			f.On = v
 		case k == "n":
 			if f.Nth, err = strconv.Atoi(v); err != nil || f.Nth < 1 {
-				return Fault{}, fmt.Errorf("fault %q: n %q is not a positive integer", s, v)
+				return fmt.Errorf("n %q is not a positive integer", v)
 			}
 		case k == "type" && f.Kind == CPIError:
 			f.ErrType = v
 		case k == "ok_to_retry" && f.Kind == CPIError:
 			if f.OkToRetry, err = strconv.ParseBool(v); err != nil {
-				return Fault{}, fmt.Errorf("fault %q: ok_to_retry %q is not a bool", s, v)
+				return fmt.Errorf("ok_to_retry %q is not a bool", v)
 			}
 		case k == "d" && f.Kind.HasDuration():
 			if f.Duration, err = time.ParseDuration(v); err != nil || f.Duration < 0 {
-				return Fault{}, fmt.Errorf("fault %q: d %q is not a non-negative duration", s, v)
+				return fmt.Errorf("d %q is not a non-negative duration", v)
 			}
 		default:
-			return Fault{}, fmt.Errorf("fault %q: key %q does not apply to %s", s, k, f.Kind)
+			return fmt.Errorf("key %q does not apply to %s", k, f.Kind)
 		}
+		return nil
+	})
+	if err != nil {
+		return Fault{}, fmt.Errorf("fault %q: %w", s, err)
 	}
 	if f.Nth > 0 && f.On == "" {
 		return Fault{}, fmt.Errorf("fault %q: n= needs on=<name>", s)

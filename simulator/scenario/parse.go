@@ -251,3 +251,29 @@ func Unquote(v string) (string, error) {
 	}
 	return v, nil
 }
+
+// KeyValues reads words of the form key=value, as the fault lines of the
+// simulations write them: each key at most once, each value unquoted
+// (Unquote). It calls set with each pair in order, stops at the first error
+// (of the form or of set), and returns the keys it read.
+func KeyValues(words []string, set func(key, value string) error) (map[string]bool, error) {
+	seen := make(map[string]bool, len(words))
+	for _, kv := range words {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return seen, fmt.Errorf("want key=value, got %q", kv)
+		}
+		if seen[k] {
+			return seen, fmt.Errorf("key %q given twice", k)
+		}
+		seen[k] = true
+		v, err := Unquote(v)
+		if err != nil {
+			return seen, fmt.Errorf("key %s: %w", k, err)
+		}
+		if err := set(k, v); err != nil {
+			return seen, err
+		}
+	}
+	return seen, nil
+}

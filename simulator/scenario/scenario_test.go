@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"flag"
+
 	"github.com/cpilab/cpilab/simulator/scenario"
 )
 
@@ -232,5 +234,43 @@ func TestFilesListsScenarioFiles(t *testing.T) {
 	fs, err := scenario.Files("testdata")
 	if err != nil || len(fs) != 1 || filepath.Base(fs[0]) != "toy.txt" {
 		t.Fatalf("Files = %v, %v", fs, err)
+	}
+}
+
+func TestKeyValuesReadsEachKeyOnceUnquoted(t *testing.T) {
+	var got []string
+	seen, err := scenario.KeyValues([]string{`a=1`, `b="x y"`, `c=`}, func(k, v string) error {
+		got = append(got, k+"|"+v)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a|1", "b|x y", "c|"}; !slices.Equal(got, want) {
+		t.Errorf("pairs %q, want %q", got, want)
+	}
+	if !seen["a"] || !seen["b"] || !seen["c"] || len(seen) != 3 {
+		t.Errorf("seen %v, want a, b and c", seen)
+	}
+	refused := errors.New("refused by the caller")
+	for words, want := range map[string]string{
+		"a=1 a=2":  `key "a" given twice`,
+		"a=1 b":    `want key=value, got "b"`,
+		`a="open`:  "key a: invalid syntax",
+		"a=1 no=2": "refused by the caller",
+	} {
+		ws, err := scenario.SplitWords(words)
+		if err != nil {
+			ws = []string{words}
+		}
+		_, err = scenario.KeyValues(ws, func(k, v string) error {
+			if k == "no" {
+				return refused
+			}
+			return nil
+		})
+		if err == nil || err.Error() != want {
+			t.Errorf("KeyValues(%q) = %v, want %q", words, err, want)
+		}
 	}
 }

@@ -77,19 +77,7 @@ func ParseFault(s string) (Fault, error) {
 		}
 		toks = toks[1:]
 	}
-	seen := map[string]bool{}
-	for _, kv := range toks {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return Fault{}, fmt.Errorf("fault %q: want key=value, got %q", s, kv)
-		}
-		if seen[k] {
-			return Fault{}, fmt.Errorf("fault %q: key %q given twice", s, k)
-		}
-		seen[k] = true
-		if v, err = scenario.Unquote(v); err != nil {
-			return Fault{}, fmt.Errorf("fault %q: key %s: %w", s, k, err)
-		}
+	seen, err := scenario.KeyValues(toks, func(k, v string) error {
 		var d *time.Duration
 		switch {
 		case k == "d" && !legacy, k == "for" && legacy:
@@ -98,20 +86,25 @@ func ParseFault(s string) (Fault, error) {
 			d = &f.At
 		case k == "kind" && legacy:
 			f.Kind = faults.Kind(v)
-			continue
+			return nil
 		default:
 			want := "d"
 			if legacy {
 				want = "kind, at, for"
 			}
-			return Fault{}, fmt.Errorf("fault %q: key %q does not apply (want %s)", s, k, want)
+			return fmt.Errorf("key %q does not apply (want %s)", k, want)
 		}
+		var err error
 		if *d, err = time.ParseDuration(v); err != nil || *d < 0 {
-			return Fault{}, fmt.Errorf("fault %q: %s %q is not a non-negative duration", s, k, v)
+			return fmt.Errorf("%s %q is not a non-negative duration", k, v)
 		}
 		if d == &f.For && f.For == 0 {
-			return Fault{}, fmt.Errorf("fault %q: %s must be more than 0s (how long the fault holds)", s, k)
+			return fmt.Errorf("%s must be more than 0s (how long the fault holds)", k)
 		}
+		return nil
+	})
+	if err != nil {
+		return Fault{}, fmt.Errorf("fault %q: %w", s, err)
 	}
 	if !f.Kind.Storage() {
 		return Fault{}, fmt.Errorf("fault %q: unknown kind %q (known: %s)", s, f.Kind, storageKindList())
