@@ -1,3 +1,8 @@
+//go:build linux
+
+// The memory backend models Linux: the machine's backend it is compared
+// with is the openat2 one.
+
 package vmroot_test
 
 import (
