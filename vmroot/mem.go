@@ -288,12 +288,6 @@ func memErr(op, p string, err error) error {
 	return &fs.PathError{Op: op, Path: p, Err: err}
 }
 
-// lock takes the file system's lock.
-func (r *memRoot) lock(op, p string) error {
-	r.m.mu.Lock()
-	return nil
-}
-
 // look is lookup from the root; a closed root is EBADF, where the real
 // backend's first call on its descriptor fails.
 func (r *memRoot) look(rp string, last bool) (*node, error) {
@@ -302,8 +296,6 @@ func (r *memRoot) look(rp string, last bool) (*node, error) {
 	}
 	return lookup(r.top, rp, last)
 }
-
-func (r *memRoot) unlock() { r.m.mu.Unlock() }
 
 func (r *memRoot) Dir() string { return r.dir }
 
@@ -345,10 +337,8 @@ func (r *memRoot) parent(op, p string) (*node, string, error) {
 }
 
 func (r *memRoot) Lstat(p string) (fs.FileInfo, error) {
-	if err := r.lock("lstat", p); err != nil {
-		return nil, err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	rp, err := rel("lstat", p)
 	if err != nil {
 		return nil, err
@@ -374,10 +364,8 @@ func (r *memRoot) Lstat(p string) (fs.FileInfo, error) {
 }
 
 func (r *memRoot) Readlink(p string) (string, error) {
-	if err := r.lock("readlink", p); err != nil {
-		return "", err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	d, name, err := r.parent("readlink", p)
 	if err != nil {
 		return "", err
@@ -404,10 +392,8 @@ func child(d *node, name string) (*node, error) {
 }
 
 func (r *memRoot) ReadFile(p string) ([]byte, error) {
-	if err := r.lock("read", p); err != nil {
-		return nil, err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	rp, err := rel("read", p)
 	if err != nil {
 		return nil, err
@@ -428,10 +414,8 @@ func (r *memRoot) ReadFile(p string) ([]byte, error) {
 }
 
 func (r *memRoot) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
-	if err := r.lock("write", p); err != nil {
-		return err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	d, name, err := r.parent("write", p)
 	if err != nil {
 		return err
@@ -458,10 +442,8 @@ func (r *memRoot) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error
 }
 
 func (r *memRoot) MkdirAll(p string, perm fs.FileMode) error {
-	if err := r.lock("mkdir", p); err != nil {
-		return err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	rp, err := rel("mkdir", p)
 	if err != nil {
 		return err
@@ -505,10 +487,8 @@ func (r *memRoot) mkdirAll(p, rp string, perm fs.FileMode) error {
 }
 
 func (r *memRoot) ChmodDir(p string, perm fs.FileMode) error {
-	if err := r.lock("chmod", p); err != nil {
-		return err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	rp, err := rel("chmod", p)
 	if err != nil {
 		return err
@@ -525,10 +505,8 @@ func (r *memRoot) ChmodDir(p string, perm fs.FileMode) error {
 }
 
 func (r *memRoot) Symlink(target, p string, mode SymlinkMode) error {
-	if err := r.lock("symlink", p); err != nil {
-		return err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	d, name, err := r.parent("symlink", p)
 	if err != nil {
 		return err
@@ -599,10 +577,8 @@ func (r *memRoot) Symlink(target, p string, mode SymlinkMode) error {
 }
 
 func (r *memRoot) LinkFrom(hostPath, p string) error {
-	if err := r.lock("link", p); err != nil {
-		return err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	d, name, err := r.parent("link", p)
 	if err != nil {
 		return err
@@ -633,10 +609,8 @@ func (r *memRoot) LinkFrom(hostPath, p string) error {
 }
 
 func (r *memRoot) Remove(p string) error {
-	if err := r.lock("remove", p); err != nil {
-		return err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	d, name, err := r.parent("remove", p)
 	if err != nil {
 		return err
@@ -653,10 +627,8 @@ func (r *memRoot) Remove(p string) error {
 }
 
 func (r *memRoot) RemoveAll(p string) error {
-	if err := r.lock("removeall", p); err != nil {
-		return err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	d, name, err := r.parent("removeall", p)
 	if err != nil {
 		if isNotExist(err) {
@@ -677,10 +649,8 @@ func isNotExist(err error) bool {
 }
 
 func (r *memRoot) ReadDir(p string) ([]fs.DirEntry, error) {
-	if err := r.lock("readdir", p); err != nil {
-		return nil, err
-	}
-	defer r.unlock()
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
 	rp, err := rel("readdir", p)
 	if err != nil {
 		return nil, err
