@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/cpilab/cpilab/mbus"
@@ -31,6 +32,9 @@ type Config struct {
 	// Root is the VM root directory on the host (required). The agent reads
 	// and writes only inside it.
 	Root string
+	// Files is the file system Root is on: nil is the machine's
+	// (vmroot.OS); a simulated world gives its memory one (vmroot.Mem).
+	Files vmroot.Host
 	// VMCID is the VM's CID (required): the key for the metadata service and,
 	// unless user-data names another instance, the registry.
 	VMCID string
@@ -170,12 +174,15 @@ func Start(cfg Config) (*Agent, error) {
 	if err := CheckName("VM CID", cfg.VMCID); err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(cfg.Root)
-	if err != nil {
-		return nil, fmt.Errorf("agent: VM root: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("agent: VM root %s is not a directory", cfg.Root)
+	files := vmroot.HostOrOS(cfg.Files)
+	if cfg.Files == nil {
+		fi, err := os.Stat(cfg.Root)
+		if err != nil {
+			return nil, fmt.Errorf("agent: VM root: %w", err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("agent: VM root %s is not a directory", cfg.Root)
+		}
 	}
 	if cfg.Runtime == nil {
 		cfg.Runtime = rt.Real(0)
@@ -202,8 +209,11 @@ func Start(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: VM root: %w", err)
 	}
 	cfg.Root = root
-	fsRoot, err := vmroot.Open(root)
+	fsRoot, err := files.Open(root)
 	if err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, fmt.Errorf("agent: VM root %s is not a directory", cfg.Root)
+		}
 		return nil, fmt.Errorf("agent: VM root: %w", err)
 	}
 	a, err := start(cfg, fsRoot)

@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cpilab/cpilab/vmroot"
 )
 
 // allocatedBytes is the space a file really occupies: st_blocks × 512.
@@ -16,6 +18,8 @@ func allocatedBytes(fi fs.FileInfo) int64 {
 		return int64(st.Blocks) * 512
 	case *unix.Stat_t:
 		return int64(st.Blocks) * 512
+	case *vmroot.MemStat:
+		return st.Blocks * 512
 	}
 	return fi.Size()
 }

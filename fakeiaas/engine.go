@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 
 	"github.com/google/uuid"
@@ -16,6 +15,7 @@ import (
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/datadir"
 	"github.com/cpilab/cpilab/rt"
+	"github.com/cpilab/cpilab/vmroot"
 )
 
 // Config configures a Cloud (docs/seams.md).
@@ -36,6 +36,11 @@ type Config struct {
 	// RegistryUser and RegistryPassword protect the registry with basic
 	// auth; when RegistryUser is empty the registry accepts anyone.
 	RegistryUser, RegistryPassword string
+	// Files is the file system the VM roots and disk files are made in:
+	// nil is the machine's (vmroot.OS); the simulator gives a memory one
+	// (vmroot.Mem), so a simulated run touches no disk. Everything
+	// reading VM roots must open them through the same Host.
+	Files vmroot.Host
 }
 
 // BootInfo is what a VM's agent needs to start (docs/seams.md).
@@ -67,6 +72,7 @@ type VMHooks interface {
 // together with Cloud.mu. Hooks and fault waits run with no lock held.
 type Cloud struct {
 	dataDir string
+	files   vmroot.Host // VM roots and disk files: the machine's or memory
 	r       rt.Runtime
 	hooks   VMHooks
 	st      store
@@ -101,7 +107,8 @@ func New(cfg Config) (*Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakeiaas: data dir %q: %w", cfg.DataDir, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	files := vmroot.HostOrOS(cfg.Files)
+	if err := files.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("fakeiaas: data dir: %w", err)
 	}
 	var st store
@@ -125,7 +132,7 @@ func New(cfg Config) (*Cloud, error) {
 		return nil, fmt.Errorf("fakeiaas: Config.Store %q: want \"sqlite\" or \"memory\"", cfg.Store)
 	}
 	c := &Cloud{
-		dataDir: dir, r: cfg.Runtime, hooks: cfg.Hooks, st: st, faults: newFaults(cfg.Runtime),
+		dataDir: dir, files: files, r: cfg.Runtime, hooks: cfg.Hooks, st: st, faults: newFaults(cfg.Runtime),
 		regUser: cfg.RegistryUser, regPass: cfg.RegistryPassword,
 		cidRand:   cidStream(cfg.Runtime, st),
 		mu:        cfg.Runtime.NewMutex(),
@@ -226,6 +233,10 @@ func (c *Cloud) Close() error {
 // DataDir returns the absolute data directory.
 func (c *Cloud) DataDir() string { return c.dataDir }
 
+// Files is the file system the VM roots and disk files are in (Config.Files,
+// vmroot.OS by default): open VM roots through it.
+func (c *Cloud) Files() vmroot.Host { return c.files }
+
 // VMRoot returns the root directory VM cid has (or would have).
 func (c *Cloud) VMRoot(cid cpiv2.VMCID) string { return c.vmRoot(cid.String()) }
 
@@ -294,7 +305,7 @@ func (c *Cloud) cidTakenLocked(kind, cid string) bool {
 		return true
 	}
 	if path != "" {
-		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := c.files.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 			return true // there, or cannot tell: do not touch it
 		}
 	}
@@ -304,10 +315,10 @@ func (c *Cloud) cidTakenLocked(kind, cid string) bool {
 // claimVMDirLocked creates VM cid's directory, failing with ErrExists if
 // anything is already there: the root of another VM is never reused.
 func (c *Cloud) claimVMDirLocked(cid string) *Error {
-	if err := os.MkdirAll(filepath.Join(c.dataDir, "vms"), 0o755); err != nil {
+	if err := c.files.MkdirAll(filepath.Join(c.dataDir, "vms"), 0o755); err != nil {
 		return internalErr("create_vm", err)
 	}
-	if err := os.Mkdir(c.vmDir(cid), 0o755); err != nil {
+	if err := c.files.Mkdir(c.vmDir(cid), 0o755); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return newErr(CodeExists, cpiv2.TypeCloudError, "create_vm: refusing to reuse %s: it already exists", c.vmDir(cid))
 		}
@@ -320,17 +331,13 @@ func (c *Cloud) claimVMDirLocked(cid string) *Error {
 // ErrExists if it is already there: another disk's data is never
 // truncated.
 func (c *Cloud) claimDiskFileLocked(cid string) *Error {
-	if err := os.MkdirAll(filepath.Join(c.dataDir, "disks"), 0o755); err != nil {
+	if err := c.files.MkdirAll(filepath.Join(c.dataDir, "disks"), 0o755); err != nil {
 		return internalErr("create_disk", err)
 	}
-	f, err := os.OpenFile(c.diskFile(cid), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
+	if err := c.files.CreateExcl(c.diskFile(cid), 0o644); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return newErr(CodeExists, cpiv2.TypeCloudError, "create_disk: refusing to reuse %s: it already exists", c.diskFile(cid))
 		}
-		return internalErr("create_disk", err)
-	}
-	if err := f.Close(); err != nil {
 		return internalErr("create_disk", err)
 	}
 	return nil

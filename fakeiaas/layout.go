@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -62,14 +61,14 @@ func (c *Cloud) openRoot(cid string) (*vmroot.Root, error) {
 	if err := mustSafe(cid); err != nil {
 		return nil, err
 	}
-	return vmroot.Open(c.vmRoot(cid))
+	return c.files.Open(c.vmRoot(cid))
 }
 
 func (c *Cloud) makeRoot(cid string) error {
 	if err := mustSafe(cid); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.vmRoot(cid), 0o755); err != nil {
+	if err := c.files.MkdirAll(c.vmRoot(cid), 0o755); err != nil {
 		return err
 	}
 	r, err := c.openRoot(cid)
@@ -161,36 +160,32 @@ func (c *Cloud) removeVMDir(cid string) error {
 	if err := mustSafe(cid); err != nil {
 		return err
 	}
-	return os.RemoveAll(c.vmDir(cid))
+	return c.files.RemoveAll(c.vmDir(cid))
 }
 
 func (c *Cloud) createDiskFile(cid string, sizeMiB int) error {
 	if err := mustSafe(cid); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(c.diskFile(cid), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
+	// As open(O_CREAT) and ftruncate: an existing file is resized.
+	if err := c.files.CreateExcl(c.diskFile(cid), 0o644); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	if err := f.Truncate(int64(sizeMiB) << 20); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return c.files.Truncate(c.diskFile(cid), int64(sizeMiB)<<20)
 }
 
 func (c *Cloud) growDiskFile(cid string, sizeMiB int) error {
 	if err := mustSafe(cid); err != nil {
 		return err
 	}
-	return os.Truncate(c.diskFile(cid), int64(sizeMiB)<<20)
+	return c.files.Truncate(c.diskFile(cid), int64(sizeMiB)<<20)
 }
 
 func (c *Cloud) removeDiskFile(cid string) error {
 	if err := mustSafe(cid); err != nil {
 		return err
 	}
-	err := os.Remove(c.diskFile(cid))
+	err := c.files.Remove(c.diskFile(cid))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -274,11 +269,11 @@ func (c *Cloud) layoutDetach(vmCID, diskCID, dev string, lun int) error {
 // committed are removed.
 func (c *Cloud) reconcileLocked() error {
 	for _, d := range []string{"vms", "disks"} {
-		if err := os.MkdirAll(filepath.Join(c.dataDir, d), 0o755); err != nil {
+		if err := c.files.MkdirAll(filepath.Join(c.dataDir, d), 0o755); err != nil {
 			return err
 		}
 	}
-	entries, err := os.ReadDir(filepath.Join(c.dataDir, "disks"))
+	entries, err := c.files.ReadDir(filepath.Join(c.dataDir, "disks"))
 	if err != nil {
 		return err
 	}
@@ -286,25 +281,25 @@ func (c *Cloud) reconcileLocked() error {
 		name := e.Name()
 		cid := name[:len(name)-len(filepath.Ext(name))]
 		if _, ok := c.disks[cid]; !ok || filepath.Ext(name) != ".img" {
-			if err := os.RemoveAll(filepath.Join(c.dataDir, "disks", name)); err != nil {
+			if err := c.files.RemoveAll(filepath.Join(c.dataDir, "disks", name)); err != nil {
 				return err
 			}
 		}
 	}
 	for cid, d := range c.disks {
-		if _, err := os.Stat(c.diskFile(cid)); err != nil {
+		if _, err := c.files.Lstat(c.diskFile(cid)); err != nil {
 			if err := c.createDiskFile(cid, d.SizeMiB); err != nil {
 				return err
 			}
 		}
 	}
-	entries, err = os.ReadDir(filepath.Join(c.dataDir, "vms"))
+	entries, err = c.files.ReadDir(filepath.Join(c.dataDir, "vms"))
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		if _, ok := c.vms[e.Name()]; !ok {
-			if err := os.RemoveAll(filepath.Join(c.dataDir, "vms", e.Name())); err != nil {
+			if err := c.files.RemoveAll(filepath.Join(c.dataDir, "vms", e.Name())); err != nil {
 				return err
 			}
 		}

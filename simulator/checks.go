@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"maps"
 	"net/http"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -185,7 +184,7 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 	v.Links = map[string]map[string]string{}
 	v.LinkOK = map[string]map[string]bool{}
 	for _, vm := range v.IaaS.VMs {
-		links := readLinks(vm.Root)
+		links := w.readLinks(vm.Root)
 		v.Links[vm.CID.String()] = links
 		ok := map[string]bool{}
 		for cid := range links {
@@ -226,11 +225,20 @@ func cloneSet(m map[string]bool) map[string]bool {
 	return out
 }
 
-// readLinks lists the dynamic disk symlinks in a VM root.
-func readLinks(root string) map[string]string {
+// readLinks lists the dynamic disk symlinks in a VM root (on the world's
+// file system, the cloud's).
+func (w *World) readLinks(root string) map[string]string {
 	out := map[string]string{}
-	dir := filepath.Join(root, filepath.FromSlash(path.Dir(agent.DynamicDiskLink("x"))))
-	ents, err := os.ReadDir(dir)
+	r, err := w.Cloud.Files().Open(root)
+	if err != nil {
+		return out
+	}
+	defer r.Close()
+	dir, err := r.Resolve(path.Dir(agent.DynamicDiskLink("x")))
+	if err != nil {
+		return out
+	}
+	ents, err := r.ReadDir(dir)
 	if err != nil {
 		return out
 	}
@@ -238,7 +246,7 @@ func readLinks(root string) map[string]string {
 		if e.Type()&fs.ModeSymlink == 0 {
 			continue
 		}
-		if t, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
+		if t, err := r.Readlink(path.Join(dir, e.Name())); err == nil {
 			out[e.Name()] = t
 		}
 	}
@@ -318,24 +326,25 @@ func (w *World) linkReachesDisk(root, cid string) bool {
 	if err != nil {
 		return false
 	}
-	want, err := os.Stat(w.Cloud.DiskFile(dc))
+	files := w.Cloud.Files()
+	want, err := files.Lstat(w.Cloud.DiskFile(dc))
 	if err != nil {
 		return false
 	}
-	host, ok := resolveInRoot(root, agent.DynamicDiskLink(cid))
+	host, ok := resolveInRoot(files, root, agent.DynamicDiskLink(cid))
 	if !ok {
 		return false
 	}
-	got, err := os.Lstat(host)
-	return err == nil && got.Mode().IsRegular() && os.SameFile(want, got)
+	got, err := files.Lstat(host)
+	return err == nil && got.Mode().IsRegular() && vmroot.SameFile(want, got)
 }
 
 // resolveInRoot follows guest path p's symlinks inside root, as the guest
 // would (the project's one VM-root resolver, vmroot: absolute targets are
 // guest paths, ".." never leaves the root), and returns the host path it
 // ends at.
-func resolveInRoot(root, p string) (string, bool) {
-	r, err := vmroot.Open(root)
+func resolveInRoot(files vmroot.Host, root, p string) (string, bool) {
+	r, err := files.Open(root)
 	if err != nil {
 		return "", false
 	}
@@ -591,7 +600,7 @@ func (w *World) checkProvideLink(kind OpKind, name, cid string) {
 		return // not attached at all: the records and linearizability checks decide
 	}
 	root := w.Cloud.VMRoot(d.VMCID)
-	target, linked := readLinks(root)[cid]
+	target, linked := w.readLinks(root)[cid]
 	switch {
 	case !linked:
 		w.addViolation(&Violation{Invariant: InvLinks, Phase: AfterStep,

@@ -13,6 +13,7 @@ import (
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/vmroot"
 )
 
 // Control tests for the checkers: a director that lies in its records must
@@ -141,13 +142,13 @@ func TestProvideLinkCheckFollowsTheLinkToTheDevice(t *testing.T) {
 			return
 		}
 		for _, vm := range st.VMs {
-			links := readLinks(vm.Root)
+			links := w.readLinks(vm.Root)
 			if len(links) != 2 {
 				continue
 			}
 			a, b := st.Disks[0].CID.String(), st.Disks[1].CID.String()
-			relink(t, vm.Root, a, links[b])
-			relink(t, vm.Root, b, links[a])
+			relink(t, w, vm.Root, a, links[b])
+			relink(t, w, vm.Root, b, links[a])
 			return
 		}
 		t.Errorf("no VM root holds both links")
@@ -165,13 +166,18 @@ func TestProvideLinkCheckFollowsTheLinkToTheDevice(t *testing.T) {
 	}
 }
 
-func relink(t *testing.T, root, cid, target string) {
+func relink(t *testing.T, w *World, root, cid, target string) {
 	t.Helper()
-	link := filepath.Join(root, filepath.FromSlash(agent.DynamicDiskLink(cid)))
-	if err := os.Remove(link); err != nil {
+	r, err := w.Cloud.Files().Open(root)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(target, link); err != nil {
+	defer r.Close()
+	link := agent.DynamicDiskLink(cid)
+	if err := r.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Symlink(target, link, vmroot.SymlinkReplace); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -239,13 +245,13 @@ func TestResolveInRoot(t *testing.T) {
 	must(os.Symlink("/dev/disk/by-id/virtio-x", filepath.Join(root, "var/data/abs")))
 	must(os.Symlink("../../../../../../etc/passwd", filepath.Join(root, "var/data/escape")))
 	must(os.Symlink("loop", filepath.Join(root, "var/data/loop")))
-	if got, ok := resolveInRoot(root, "/var/data/abs"); !ok || got != filepath.Join(root, "dev/sdc") {
+	if got, ok := resolveInRoot(vmroot.OS, root, "/var/data/abs"); !ok || got != filepath.Join(root, "dev/sdc") {
 		t.Errorf("abs → by-id → sdc: %q %v", got, ok)
 	}
-	if got, ok := resolveInRoot(root, "/var/data/escape"); ok {
+	if got, ok := resolveInRoot(vmroot.OS, root, "/var/data/escape"); ok {
 		t.Errorf("a link climbing out of the root resolved to %q", got)
 	}
-	if _, ok := resolveInRoot(root, "/var/data/loop"); ok {
+	if _, ok := resolveInRoot(vmroot.OS, root, "/var/data/loop"); ok {
 		t.Error("a link loop resolved")
 	}
 }

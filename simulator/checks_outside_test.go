@@ -94,7 +94,10 @@ func TestRecordsCheckKeepsTheWorkloadsPromise(t *testing.T) {
 				if err := w.Cloud.DetachDisk(context.Background(), vm.CID, d); err != nil {
 					t.Error(err)
 				}
-				_ = os.Remove(filepath.Join(vm.Root, filepath.FromSlash(agent.DynamicDiskLink(d.String()))))
+				if r, err := w.Cloud.Files().Open(vm.Root); err == nil {
+					_ = r.Remove(agent.DynamicDiskLink(d.String()))
+					r.Close()
+				}
 				undone++
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/cpilab/cpilab/simulator/diskmodel"
 	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/simulator/simrt"
+	"github.com/cpilab/cpilab/vmroot"
 )
 
 func jsonUnmarshal(raw []byte, v any) error {
@@ -57,6 +58,9 @@ type SimConfig struct {
 	SkipLinearizability bool
 	// tamper is passed to the world (control tests only).
 	tamper tamper
+	// files, when set, is the world's file system (WorldConfig.Files):
+	// tests run vmroot.OS against the default memory one.
+	files vmroot.Host
 	// TempDir is where the run's data directory (VM roots, disk files) is
 	// made and removed. Default: /dev/shm when it is a writable directory
 	// (fakeiaas's many small file operations cost far less on tmpfs), else
@@ -180,7 +184,7 @@ func Simulate(cfg SimConfig) *Outcome {
 			gates = NewGates(s, cfg.Gates)
 		}
 		w, err := NewWorld(WorldConfig{Sim: s, DataDir: dir, Profile: cfg.Profile, Instances: instances, VMType: cfg.VMType,
-			AgentMode: cfg.AgentMode, Faults: inj, Gates: gates, tamper: cfg.tamper,
+			AgentMode: cfg.AgentMode, Faults: inj, Gates: gates, tamper: cfg.tamper, Files: cfg.files,
 			LockLease: shape.LockLease, SlowCPI: shape.SlowCPI, DiskWorkers: cmp.Or(cfg.DiskWorkers, shape.DiskWorkers), OverrideZeroWorkers: cfg.DiskWorkers > 0})
 		if err != nil {
 			setupErr = err

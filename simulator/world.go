@@ -25,6 +25,7 @@ import (
 	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/simulator/simrt"
+	"github.com/cpilab/cpilab/vmroot"
 )
 
 // WorldConfig configures NewWorld. Durations are virtual (the Sim's clock).
@@ -34,6 +35,11 @@ type WorldConfig struct {
 	// DataDir holds fakeiaas's VM roots and disk files (required; a fresh
 	// temporary directory per run).
 	DataDir string
+	// Files is the file system the VM roots and disk files are in: nil is a
+	// fresh memory one (vmroot.Mem, umask 022), so a run makes no system
+	// call for them; vmroot.OS puts them in DataDir on disk. Either gives
+	// the same run (vmroot's TestBackendsAgree).
+	Files vmroot.Host
 	// Profile is the director profile: ProfileReference (default),
 	// ProfileUpstream, or "upstream:X" for the one knob behind race X
 	// (a–i) (docs/upstream.md).
@@ -210,7 +216,12 @@ func NewWorld(cfg WorldConfig) (*World, error) {
 	w.mb = mbus.NewMemory(s)
 	w.mb.SetFault(w.mbusFault)
 	w.hooks = &vmHooks{w: w, agents: map[string]*agent.Agent{}, gen: map[string]int{}, info: map[string]fakeiaas.BootInfo{}}
-	w.Cloud, err = fakeiaas.New(fakeiaas.Config{DataDir: filepath.Join(cfg.DataDir, "iaas"), Store: "memory", Runtime: s, Hooks: w.hooks})
+	if cfg.Files == nil {
+		cfg.Files = vmroot.NewMem(0o022)
+		w.cfg.Files = cfg.Files
+	}
+	w.Cloud, err = fakeiaas.New(fakeiaas.Config{DataDir: filepath.Join(cfg.DataDir, "iaas"), Store: "memory", Runtime: s, Hooks: w.hooks,
+		Files: cfg.Files})
 	if err != nil {
 		return nil, fmt.Errorf("simulator: fakeiaas: %w", err)
 	}
@@ -768,7 +779,7 @@ func (h *vmHooks) boot(bi fakeiaas.BootInfo, gen int) {
 		return
 	}
 	a, err := agent.Start(agent.Config{
-		Root: bi.Root, VMCID: bi.VMCID, AgentID: bi.AgentID, MetadataURL: metadataURL, RegistryURL: registryURL,
+		Root: bi.Root, Files: w.Cloud.Files(), VMCID: bi.VMCID, AgentID: bi.AgentID, MetadataURL: metadataURL, RegistryURL: registryURL,
 		StemcellAPIVersion: bi.StemcellAPIVersion, DeviceResolver: bi.DeviceResolver,
 		DeviceTimeout: 5 * time.Second, Fetcher: h.fetch, Transport: w.mb, Runtime: w.s, Mode: mode,
 	})

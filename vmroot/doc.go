@@ -18,12 +18,16 @@
 //     as the guest would follow them, inside the root: an absolute target
 //     starts again at the root and ".." at the root stays at the root.
 //
-// On Linux every call is made relative to a file descriptor of the root with
-// openat2(2) (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS for strict calls,
-// RESOLVE_IN_ROOT to read a file as the guest would) and the *at system
-// calls, so a component swapped for a symlink between two calls cannot lead
-// outside. Elsewhere os.Root gives the same confinement with per-component
-// symlink checks.
+// A Root is on a Host: OS, the machine's file system, or a memory one
+// (NewMem) that answers every call as Linux does, for a simulated world
+// that should make no system call (docs/seams.md).
+//
+// On the machine's file system, on Linux every call is made relative to a
+// file descriptor of the root with openat2(2) (RESOLVE_BENEATH|
+// RESOLVE_NO_SYMLINKS for strict calls, RESOLVE_IN_ROOT to read a file as
+// the guest would) and the *at system calls, so a component swapped for a
+// symlink between two calls cannot lead outside. Elsewhere os.Root gives
+// the same confinement with per-component symlink checks.
 //
 //	r, err := vmroot.Open("/data/vms/vm-1/root")
 //	if err != nil { … }

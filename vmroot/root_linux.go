@@ -8,14 +8,15 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Root is an open VM root. Its methods are safe for concurrent use; Close
-// ends its use.
-type Root struct {
+// osRoot is a VM root in a directory of the host's file system. Its
+// methods are safe for concurrent use; Close ends its use.
+type osRoot struct {
 	dir string
 	fd  int
 }
@@ -25,20 +26,21 @@ const (
 	inRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
 )
 
-// Open opens the directory dir (a host path) as a root.
+// Open opens the directory dir (a host path) as a root on the host's file
+// system (OS.Open).
 func Open(dir string) (*Root, error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open root", Path: dir, Err: err}
 	}
-	return &Root{dir: dir, fd: fd}, nil
+	return &Root{b: &osRoot{dir: dir, fd: fd}}, nil
 }
 
 // Dir is the root's host path, as given to Open.
-func (r *Root) Dir() string { return r.dir }
+func (r *osRoot) Dir() string { return r.dir }
 
 // Close releases the root.
-func (r *Root) Close() error { return unix.Close(r.fd) }
+func (r *osRoot) Close() error { return unix.Close(r.fd) }
 
 // pathErr wraps errno for guest path p, adding ErrSymlink to the chain
 // where openat2 refused a symlink.
@@ -51,7 +53,7 @@ func pathErr(op, p string, err error) error {
 
 // dirErr is pathErr for opening directory p, naming a symlink met at its
 // end (which O_DIRECTORY|O_NOFOLLOW reports as ENOTDIR) as ErrSymlink.
-func (r *Root) dirErr(op, p string, err error) error {
+func (r *osRoot) dirErr(op, p string, err error) error {
 	if err == unix.ENOTDIR {
 		if fi, lerr := r.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			err = unix.ELOOP
@@ -72,7 +74,7 @@ func openat2(dirfd int, name string, flags uint64, resolve uint64) (int, error) 
 }
 
 // openDir opens the relative directory rd strictly, as an O_PATH descriptor.
-func (r *Root) openDir(op, p, rd string) (int, error) {
+func (r *osRoot) openDir(op, p, rd string) (int, error) {
 	fd, err := openat2(r.fd, rd, unix.O_PATH|unix.O_DIRECTORY, strict)
 	if err != nil {
 		return -1, r.dirErr(op, rd, err)
@@ -81,7 +83,7 @@ func (r *Root) openDir(op, p, rd string) (int, error) {
 }
 
 // parent opens p's parent strictly and returns it with p's last component.
-func (r *Root) parent(op, p string) (int, string, error) {
+func (r *osRoot) parent(op, p string) (int, string, error) {
 	rp, err := rel(op, p)
 	if err != nil {
 		return -1, "", err
@@ -95,7 +97,7 @@ func (r *Root) parent(op, p string) (int, string, error) {
 }
 
 // Lstat describes p without following a symlink at its end.
-func (r *Root) Lstat(p string) (fs.FileInfo, error) {
+func (r *osRoot) Lstat(p string) (fs.FileInfo, error) {
 	rp, err := rel("lstat", p)
 	if err != nil {
 		return nil, err
@@ -119,7 +121,7 @@ func (r *Root) Lstat(p string) (fs.FileInfo, error) {
 }
 
 // Readlink returns the target of the symlink p, as stored.
-func (r *Root) Readlink(p string) (string, error) {
+func (r *osRoot) Readlink(p string) (string, error) {
 	dfd, name, err := r.parent("readlink", p)
 	if err != nil {
 		return "", err
@@ -134,7 +136,7 @@ func (r *Root) Readlink(p string) (string, error) {
 }
 
 // ReadFile reads the regular file p (strict), up to MaxReadSize bytes.
-func (r *Root) ReadFile(p string) ([]byte, error) {
+func (r *osRoot) ReadFile(p string) ([]byte, error) {
 	rp, err := rel("read", p)
 	if err != nil {
 		return nil, err
@@ -168,7 +170,7 @@ func (r *Root) ReadFile(p string) ([]byte, error) {
 // WriteFileAtomic replaces p with a regular file holding data: it creates
 // "<name>.tmp" next to it afresh (removing any entry of that name first,
 // never writing through it) and renames it over p. p's parent must exist.
-func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
+func (r *osRoot) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
 	dfd, name, err := r.parent("write", p)
 	if err != nil {
 		return err
@@ -202,7 +204,7 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
 
 // MkdirAll makes directory p and its missing parents with perm (before the
 // umask); every existing component must be a real directory.
-func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
+func (r *osRoot) MkdirAll(p string, perm fs.FileMode) error {
 	rp, err := rel("mkdir", p)
 	if err != nil {
 		return err
@@ -248,7 +250,7 @@ func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 }
 
 // ChmodDir sets the permission bits of directory p (never a symlink).
-func (r *Root) ChmodDir(p string, perm fs.FileMode) error {
+func (r *osRoot) ChmodDir(p string, perm fs.FileMode) error {
 	rp, err := rel("chmod", p)
 	if err != nil {
 		return err
@@ -266,7 +268,7 @@ func (r *Root) ChmodDir(p string, perm fs.FileMode) error {
 
 // Symlink makes p a symlink to target, doing nothing when it already is
 // one; mode says how an existing entry is replaced. p's parent must exist.
-func (r *Root) Symlink(target, p string, mode SymlinkMode) error {
+func (r *osRoot) Symlink(target, p string, mode SymlinkMode) error {
 	dfd, name, err := r.parent("symlink", p)
 	if err != nil {
 		return err
@@ -314,7 +316,7 @@ func (r *Root) Symlink(target, p string, mode SymlinkMode) error {
 
 // LinkFrom makes p a hard link to the host file hostPath (the fake cloud's
 // device nodes). An existing entry at p is an error (fs.ErrExist).
-func (r *Root) LinkFrom(hostPath, p string) error {
+func (r *osRoot) LinkFrom(hostPath, p string) error {
 	dfd, name, err := r.parent("link", p)
 	if err != nil {
 		return err
@@ -327,7 +329,7 @@ func (r *Root) LinkFrom(hostPath, p string) error {
 }
 
 // Remove removes the file, symlink or empty directory p.
-func (r *Root) Remove(p string) error {
+func (r *osRoot) Remove(p string) error {
 	dfd, name, err := r.parent("remove", p)
 	if err != nil {
 		return err
@@ -347,7 +349,7 @@ func (r *Root) Remove(p string) error {
 
 // RemoveAll removes p and everything under it, never following a symlink;
 // an absent p is success.
-func (r *Root) RemoveAll(p string) error {
+func (r *osRoot) RemoveAll(p string) error {
 	dfd, name, err := r.parent("removeall", p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -398,7 +400,7 @@ func removeAllAt(dfd int, name string) error {
 
 // ReadDir lists directory p (strict), sorted by name. Entries carry their
 // type only (Info is not available).
-func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
+func (r *osRoot) ReadDir(p string) ([]fs.DirEntry, error) {
 	rp, err := rel("readdir", p)
 	if err != nil {
 		return nil, err
@@ -449,4 +451,16 @@ func (f fileInfo) Mode() fs.FileMode {
 		m |= fs.ModeDevice
 	}
 	return m
+}
+
+// fileID is the device and inode of a host file's FileInfo (from os or
+// from a Root).
+func fileID(fi fs.FileInfo) (dev, ino uint64, ok bool) {
+	switch st := fi.Sys().(type) {
+	case *unix.Stat_t:
+		return st.Dev, st.Ino, true
+	case *syscall.Stat_t:
+		return st.Dev, st.Ino, true
+	}
+	return 0, 0, false
 }

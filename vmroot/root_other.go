@@ -12,36 +12,37 @@ import (
 	"strings"
 )
 
-// Root is an open VM root. Its methods are safe for concurrent use; Close
-// ends its use.
+// osRoot is a VM root in a directory of the host's file system. Its
+// methods are safe for concurrent use; Close ends its use.
 //
 // Outside Linux it is an os.Root, which never lets a path or a symlink
 // lead outside the root, plus a check that no component of a strict path
 // is a symlink (made before the call, so a component swapped in between can
 // still redirect a strict call, but only inside the root).
-type Root struct {
+type osRoot struct {
 	dir string
 	r   *os.Root
 }
 
-// Open opens the directory dir (a host path) as a root.
+// Open opens the directory dir (a host path) as a root on the host's file
+// system (OS.Open).
 func Open(dir string) (*Root, error) {
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &Root{dir: dir, r: r}, nil
+	return &Root{b: &osRoot{dir: dir, r: r}}, nil
 }
 
 // Dir is the root's host path, as given to Open.
-func (r *Root) Dir() string { return r.dir }
+func (r *osRoot) Dir() string { return r.dir }
 
 // Close releases the root.
-func (r *Root) Close() error { return r.r.Close() }
+func (r *osRoot) Close() error { return r.r.Close() }
 
 // strict returns p's clean relative path after checking that no component
 // (the last one too when last is set) is a symlink.
-func (r *Root) strict(op, p string, last bool) (string, error) {
+func (r *osRoot) strict(op, p string, last bool) (string, error) {
 	rp, err := rel(op, p)
 	if err != nil || rp == "." {
 		return rp, err
@@ -67,7 +68,7 @@ func (r *Root) strict(op, p string, last bool) (string, error) {
 }
 
 // Lstat describes p without following a symlink at its end.
-func (r *Root) Lstat(p string) (fs.FileInfo, error) {
+func (r *osRoot) Lstat(p string) (fs.FileInfo, error) {
 	rp, err := r.strict("lstat", p, false)
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func (r *Root) Lstat(p string) (fs.FileInfo, error) {
 }
 
 // Readlink returns the target of the symlink p, as stored.
-func (r *Root) Readlink(p string) (string, error) {
+func (r *osRoot) Readlink(p string) (string, error) {
 	rp, err := r.strict("readlink", p, false)
 	if err != nil {
 		return "", err
@@ -85,7 +86,7 @@ func (r *Root) Readlink(p string) (string, error) {
 }
 
 // ReadFile reads the regular file p (strict), up to MaxReadSize bytes.
-func (r *Root) ReadFile(p string) ([]byte, error) {
+func (r *osRoot) ReadFile(p string) ([]byte, error) {
 	rp, err := r.strict("read", p, true)
 	if err != nil {
 		return nil, err
@@ -111,7 +112,7 @@ func (r *Root) ReadFile(p string) ([]byte, error) {
 
 // WriteFileAtomic replaces p with a regular file holding data, through a
 // fresh "<name>.tmp" renamed over p.
-func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
+func (r *osRoot) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
 	rp, err := r.strict("write", p, false)
 	if err != nil {
 		return err
@@ -138,7 +139,7 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
 }
 
 // MkdirAll makes directory p and its missing parents with perm.
-func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
+func (r *osRoot) MkdirAll(p string, perm fs.FileMode) error {
 	rp, err := r.strict("mkdir", p, true)
 	if err != nil {
 		return err
@@ -147,7 +148,7 @@ func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 }
 
 // ChmodDir sets the permission bits of directory p (never a symlink).
-func (r *Root) ChmodDir(p string, perm fs.FileMode) error {
+func (r *osRoot) ChmodDir(p string, perm fs.FileMode) error {
 	rp, err := r.strict("chmod", p, true)
 	if err != nil {
 		return err
@@ -157,7 +158,7 @@ func (r *Root) ChmodDir(p string, perm fs.FileMode) error {
 
 // Symlink makes p a symlink to target, doing nothing when it already is
 // one; mode says how an existing entry is replaced.
-func (r *Root) Symlink(target, p string, mode SymlinkMode) error {
+func (r *osRoot) Symlink(target, p string, mode SymlinkMode) error {
 	rp, err := r.strict("symlink", p, false)
 	if err != nil {
 		return err
@@ -194,7 +195,7 @@ func (r *Root) Symlink(target, p string, mode SymlinkMode) error {
 }
 
 // LinkFrom makes p a hard link to the host file hostPath.
-func (r *Root) LinkFrom(hostPath, p string) error {
+func (r *osRoot) LinkFrom(hostPath, p string) error {
 	rp, err := r.strict("link", p, false)
 	if err != nil {
 		return err
@@ -203,7 +204,7 @@ func (r *Root) LinkFrom(hostPath, p string) error {
 }
 
 // Remove removes the file, symlink or empty directory p.
-func (r *Root) Remove(p string) error {
+func (r *osRoot) Remove(p string) error {
 	rp, err := r.strict("remove", p, false)
 	if err != nil {
 		return err
@@ -213,7 +214,7 @@ func (r *Root) Remove(p string) error {
 
 // RemoveAll removes p and everything under it, never following a symlink;
 // an absent p is success.
-func (r *Root) RemoveAll(p string) error {
+func (r *osRoot) RemoveAll(p string) error {
 	rp, err := r.strict("removeall", p, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -228,7 +229,7 @@ func (r *Root) RemoveAll(p string) error {
 }
 
 // ReadDir lists directory p (strict), sorted by name.
-func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
+func (r *osRoot) ReadDir(p string) ([]fs.DirEntry, error) {
 	rp, err := r.strict("readdir", p, true)
 	if err != nil {
 		return nil, err
@@ -249,3 +250,6 @@ func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
 	sortEntries(out)
 	return out, nil
 }
+
+// fileID: outside Linux, SameFile falls back to os.SameFile.
+func fileID(fs.FileInfo) (dev, ino uint64, ok bool) { return 0, 0, false }

@@ -214,8 +214,9 @@ func (r *Root) Glob(pattern string) ([]string, error) {
 			if err != nil {
 				continue
 			}
+			match := matcher(el)
 			for _, n := range names {
-				if ok, _ := path.Match(el, n.Name()); ok {
+				if match(n.Name()) {
 					next = append(next, &cand{guest: path.Join(dir.guest, n.Name()), parent: dir})
 				}
 			}
@@ -228,4 +229,20 @@ func (r *Root) Glob(pattern string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// matcher is path.Match(el, name) for a pattern element already checked:
+// "*suffix" and "prefix*" with no other special character (the resolvers'
+// by-id look-ups) are a suffix or prefix test, as a name holds no '/'.
+func matcher(el string) func(string) bool {
+	if rest, ok := strings.CutPrefix(el, "*"); ok && !strings.ContainsAny(rest, `*?[\`) {
+		return func(name string) bool { return strings.HasSuffix(name, rest) }
+	}
+	if rest, ok := strings.CutSuffix(el, "*"); ok && !strings.ContainsAny(rest, `*?[\`) {
+		return func(name string) bool { return strings.HasPrefix(name, rest) }
+	}
+	return func(name string) bool {
+		ok, _ := path.Match(el, name)
+		return ok
+	}
 }
