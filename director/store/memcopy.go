@@ -83,85 +83,149 @@ func examine(t reflect.Type, visiting map[reflect.Type]bool) typeInfo {
 	}
 }
 
-// deepCopy sets dst, a settable zero value of src's type, to a copy of src
-// that shares nothing mutable with it. src's type is copyable.
-func deepCopy(dst, src reflect.Value) {
-	t := src.Type()
+// deepCopy sets dst, a settable value of src's type, to a copy of src that
+// shares nothing mutable with it. src's type is copyable.
+func deepCopy(dst, src reflect.Value) { planOf(src.Type()).copy(dst, src) }
+
+// plan is how to copy a value of one type, worked out once per type.
+type plan struct {
+	copy func(dst, src reflect.Value)
+}
+
+var (
+	plans     sync.Map   // reflect.Type → *plan, complete ones only
+	plansMu   sync.Mutex // held while plans are built
+	copyValue = func(dst, src reflect.Value) { dst.Set(src) }
+)
+
+func planOf(t reflect.Type) *plan {
+	if p, ok := plans.Load(t); ok {
+		return p.(*plan)
+	}
+	plansMu.Lock()
+	defer plansMu.Unlock()
+	building := map[reflect.Type]*plan{}
+	p := buildPlan(t, building)
+	for bt, bp := range building {
+		plans.Store(bt, bp)
+	}
+	return p
+}
+
+// buildPlan makes t's plan and those of its parts, recording each in
+// building before its parts so that a recursive type's plan calls itself.
+func buildPlan(t reflect.Type, building map[reflect.Type]*plan) *plan {
+	if p, ok := plans.Load(t); ok {
+		return p.(*plan)
+	}
+	if p, ok := building[t]; ok {
+		return p
+	}
+	p := &plan{}
+	building[t] = p
 	if infoOf(t).flat {
-		dst.Set(src)
-		return
+		p.copy = copyValue
+		return p
 	}
 	switch t.Kind() {
 	case reflect.Array:
-		for i := range src.Len() {
-			deepCopy(dst.Index(i), src.Index(i))
+		e := buildPlan(t.Elem(), building)
+		p.copy = func(dst, src reflect.Value) {
+			for i := range src.Len() {
+				e.copy(dst.Index(i), src.Index(i))
+			}
 		}
 	case reflect.Slice:
-		if src.IsNil() {
-			return
-		}
-		n := src.Len()
-		s := reflect.MakeSlice(t, n, n)
-		if infoOf(t.Elem()).flat {
-			reflect.Copy(s, src)
-		} else {
-			for i := range n {
-				deepCopy(s.Index(i), src.Index(i))
+		e := buildPlan(t.Elem(), building)
+		eflat := infoOf(t.Elem()).flat
+		p.copy = func(dst, src reflect.Value) {
+			if src.IsNil() {
+				dst.SetZero()
+				return
 			}
+			n := src.Len()
+			s := reflect.MakeSlice(t, n, n)
+			if eflat {
+				reflect.Copy(s, src)
+			} else {
+				for i := range n {
+					e.copy(s.Index(i), src.Index(i))
+				}
+			}
+			dst.Set(s)
 		}
-		dst.Set(s)
 	case reflect.Pointer:
-		if src.IsNil() {
-			return
+		e := buildPlan(t.Elem(), building)
+		p.copy = func(dst, src reflect.Value) {
+			if src.IsNil() {
+				dst.SetZero()
+				return
+			}
+			n := reflect.New(t.Elem())
+			e.copy(n.Elem(), src.Elem())
+			dst.Set(n)
 		}
-		p := reflect.New(t.Elem())
-		deepCopy(p.Elem(), src.Elem())
-		dst.Set(p)
 	case reflect.Map:
-		if src.IsNil() {
-			return
-		}
-		m := reflect.MakeMapWithSize(t, src.Len())
 		kt, et := t.Key(), t.Elem()
+		k, e := buildPlan(kt, building), buildPlan(et, building)
 		kflat, eflat := infoOf(kt).flat, infoOf(et).flat
-		it := src.MapRange()
-		for it.Next() {
-			k, e := it.Key(), it.Value()
-			if !kflat {
-				nk := reflect.New(kt).Elem()
-				deepCopy(nk, k)
-				k = nk
+		p.copy = func(dst, src reflect.Value) {
+			if src.IsNil() {
+				dst.SetZero()
+				return
 			}
-			if !eflat {
-				ne := reflect.New(et).Elem()
-				deepCopy(ne, e)
-				e = ne
+			m := reflect.MakeMapWithSize(t, src.Len())
+			it := src.MapRange()
+			for it.Next() {
+				kv, ev := it.Key(), it.Value()
+				if !kflat {
+					nk := reflect.New(kt).Elem()
+					k.copy(nk, kv)
+					kv = nk
+				}
+				if !eflat {
+					ne := reflect.New(et).Elem()
+					e.copy(ne, ev)
+					ev = ne
+				}
+				m.SetMapIndex(kv, ev)
 			}
-			m.SetMapIndex(k, e)
+			dst.Set(m)
 		}
-		dst.Set(m)
 	case reflect.Interface:
-		if src.IsNil() {
-			return
+		p.copy = func(dst, src reflect.Value) {
+			if src.IsNil() {
+				dst.SetZero()
+				return
+			}
+			e := src.Elem()
+			ne := reflect.New(e.Type()).Elem()
+			planOf(e.Type()).copy(ne, e) // another type's plan: built apart
+			dst.Set(ne)
 		}
-		e := src.Elem()
-		ne := reflect.New(e.Type()).Elem()
-		deepCopy(ne, e)
-		dst.Set(ne)
 	case reflect.Struct:
 		// Unexported fields are flat (examine refuses the type otherwise):
 		// the whole-value copy carries them; exported ones that hold
 		// references are then replaced by copies of their own.
-		dst.Set(src)
+		type deepField struct {
+			i int
+			p *plan
+		}
+		var deep []deepField
 		for i := range t.NumField() {
-			if !t.Field(i).IsExported() || infoOf(t.Field(i).Type).flat {
-				continue
+			f := t.Field(i)
+			if f.IsExported() && !infoOf(f.Type).flat {
+				deep = append(deep, deepField{i, buildPlan(f.Type, building)})
 			}
-			f := dst.Field(i)
-			f.SetZero()
-			deepCopy(f, src.Field(i))
+		}
+		p.copy = func(dst, src reflect.Value) {
+			dst.Set(src)
+			for _, f := range deep {
+				f.p.copy(dst.Field(f.i), src.Field(f.i))
+			}
 		}
 	}
+	return p
 }
 
 // interfaceCopyable reports whether every dynamic value inside v (a value
