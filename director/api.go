@@ -647,6 +647,14 @@ func (a *API) readTask(r *http.Request, p Principal, logs bool) (Task, error) {
 	if err != nil || id < 1 {
 		return Task{}, badField("id", "must be a positive integer; got %q", s)
 	}
+	return a.readTaskID(p, id, logs)
+}
+
+// readTaskID is readTask of the task numbered id.
+func (a *API) readTaskID(p Principal, id int64, logs bool) (Task, error) {
+	if id < 1 {
+		return Task{}, badField("id", "must be a positive integer; got %q", strconv.FormatInt(id, 10))
+	}
 	sets := expectedScopes(PermRead, a.d.UUID())
 	reader := p.granted(sets)
 	if !reader && (!diskScoped(p) || a.d.cfg.Knobs.DiskScopesCannotReadTasks) {
@@ -674,6 +682,19 @@ func (a *API) getTask(w http.ResponseWriter, r *http.Request, p Principal) error
 	}
 	writeJSON(w, http.StatusOK, a.taskView(t))
 	return nil
+}
+
+// Task is GET /tasks/:id for principal p without HTTP: on success the view
+// the handler encodes, which decodes to the same TaskView; on failure the
+// error the handler would write. It neither authenticates p nor applies the
+// request checks of a route, and is for callers inside the process that
+// read tasks often (the simulator's users poll their tasks with it).
+func (a *API) Task(p Principal, id int64) (TaskView, error) {
+	t, err := a.readTaskID(p, id, false)
+	if err != nil {
+		return TaskView{}, err
+	}
+	return a.taskView(t), nil
 }
 
 // taskOutput is GET /tasks/:id/output?type=event|debug|cpi|result|none:

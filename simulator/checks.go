@@ -178,7 +178,7 @@ func (w *World) livenessView(given []GivenTask) View {
 // workload's tasks as GET /tasks/:id last answered (livenessView reads
 // them).
 func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) View {
-	v := w.recordsView(history)
+	v := w.recordsView(w.SafetyView(), lastOK(history))
 	v.APIErr = errors.Join(v.APIErr, w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
 	v.Given = given
 	v.Links = map[string]map[string]string{}
@@ -199,10 +199,9 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 }
 
 // recordsView is the part of View the leak and records checks need: the
-// oracle, the API's disks, orphans and instances, and the workload's
-// promises.
-func (w *World) recordsView(history []porcupine.Operation) View {
-	v := w.SafetyView()
+// oracle (v, a SafetyView the caller has taken), the API's disks, orphans
+// and instances, and the workload's promises.
+func (w *World) recordsView(v View, promised map[string]Promise) View {
 	v.InstanceIDs = slices.Clone(w.Instances)
 	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
 	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
@@ -213,7 +212,7 @@ func (w *World) recordsView(history []porcupine.Operation) View {
 	v.LostDisks = cloneSet(w.lostDisks)
 	v.Crashes = w.crashes
 	w.mu.Unlock()
-	v.LastOK = lastOK(history)
+	v.LastOK = promised
 	return v
 }
 
@@ -264,23 +263,58 @@ func (w *World) readLinks(root string) map[string]string {
 // the promise: with nothing else on the name, the disk cannot have moved.
 func lastOK(history []porcupine.Operation) map[string]Promise {
 	byName := map[string][]porcupine.Operation{}
-	open := map[string]bool{}
 	for _, op := range history {
 		in := op.Input.(diskmodel.Input)
-		if op.Output == nil || op.Output.(diskmodel.Output).Outcome == diskmodel.Unknown {
-			open[in.Disk] = true
-		}
 		byName[in.Disk] = append(byName[in.Disk], op)
 	}
 	out := map[string]Promise{}
 	for name, ops := range byName {
-		if open[name] {
-			continue
-		}
-		slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-		if p, ok := promiseOf(ops); ok {
+		if p, ok := namePromise(ops); ok {
 			out[name] = p
 		}
+	}
+	return out
+}
+
+// namePromise is lastOK's promise for one name, given its operations: none
+// while one of them has not returned (or its outcome is unknown).
+func namePromise(ops []porcupine.Operation) (Promise, bool) {
+	for _, op := range ops {
+		if op.Output == nil || op.Output.(diskmodel.Output).Outcome == diskmodel.Unknown {
+			return Promise{}, false
+		}
+	}
+	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	return promiseOf(ops)
+}
+
+// promises is lastOK kept up to date as a run's operations are called and
+// return: each call works out again only the names whose operations changed
+// since the one before.
+type promises struct {
+	version map[string]int // per name, the recorder's version its entry is of
+	promise map[string]Promise
+}
+
+// lastOK is lastOK(rec.History()).
+func (c *promises) lastOK(rec *diskmodel.Recorder) map[string]Promise {
+	if c.version == nil {
+		c.version, c.promise = map[string]int{}, map[string]Promise{}
+	}
+	for name, v := range rec.NameVersions() {
+		if c.version[name] == v {
+			continue
+		}
+		c.version[name] = v
+		if p, ok := namePromise(rec.NameHistory(name)); ok {
+			c.promise[name] = p
+		} else {
+			delete(c.promise, name)
+		}
+	}
+	out := make(map[string]Promise, len(c.promise))
+	for name, p := range c.promise {
+		out[name] = p
 	}
 	return out
 }

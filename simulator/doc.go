@@ -66,9 +66,11 @@
 //     HTML visualization on a violation.
 //
 // Every checker decides from what a user can see: the Director's HTTP API
-// (served in process; the workload's clients poll their tasks there), the
-// fake cloud's oracle, the agents' VM roots and the workload's own record
-// of what it asked and was told. None reads the Director's store.
+// (served in process; the workload's clients poll their tasks through
+// director.API.Task, what GET /tasks/:id encodes, without the round trip
+// through JSON), the fake cloud's oracle, the agents' VM roots and the
+// workload's own record of what it asked and was told. None reads the
+// Director's store.
 //
 // # Races, scenarios, replay
 //

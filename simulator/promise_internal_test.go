@@ -1,9 +1,11 @@
 package simulator
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
+	"pgregory.net/rapid"
 
 	"github.com/cpilab/cpilab/simulator/diskmodel"
 )
@@ -66,4 +68,72 @@ func TestReattachKeepsThePromise(t *testing.T) {
 			t.Errorf("%s: promise %v (%+v), want %v with %d re-attaching recreates", c.name, has, got, want, c.reattached)
 		}
 	}
+}
+
+// The per-name indexes the recorder keeps as operations are called and
+// return answer what a scan of the whole history answers: after every
+// Call and Return of generated histories, the promises kept up to date
+// equal lastOK of the history, and OthersRunning equals a scan for a
+// running operation on the name.
+func TestPerNameIndexesAnswerAsTheWholeHistory(t *testing.T) {
+	kinds := []diskmodel.OpKind{diskmodel.Provide, diskmodel.Attach, diskmodel.Detach, diskmodel.Delete,
+		diskmodel.Create, diskmodel.Evict, diskmodel.Reattach}
+	outcomes := []diskmodel.Outcome{diskmodel.OK, diskmodel.Failed, diskmodel.Unknown, diskmodel.Invalid, diskmodel.Refused}
+	promised, others := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		rec := &diskmodel.Recorder{}
+		var kept promises
+		var running []int
+		for range rapid.IntRange(1, 60).Draw(rt, "events") {
+			if len(running) == 0 || rapid.Bool().Draw(rt, "call") {
+				in := diskmodel.Input{Kind: rapid.SampledFrom(kinds).Draw(rt, "kind"),
+					Disk: rapid.SampledFrom([]string{"d0", "d1", "d2"}).Draw(rt, "disk"),
+					VM:   rapid.SampledFrom([]string{"i0", "i1"}).Draw(rt, "vm")}
+				running = append(running, rec.Call(rapid.IntRange(0, 3).Draw(rt, "client"), in))
+			} else {
+				i := rapid.IntRange(0, len(running)-1).Draw(rt, "which")
+				out := diskmodel.Output{Outcome: rapid.SampledFrom(outcomes).Draw(rt, "outcome")}
+				if rapid.Bool().Draw(rt, "cid") {
+					out.CID = "disk-" + rapid.StringMatching(`[ab]`).Draw(rt, "cid-name")
+				}
+				rec.Return(running[i], out)
+				running = append(running[:i], running[i+1:]...)
+			}
+			h := rec.History()
+			want := lastOK(h)
+			got := kept.lastOK(rec)
+			if !reflect.DeepEqual(got, want) {
+				rt.Fatalf("kept promises %v; the whole history's %v\n%s", got, want, diskmodel.Describe(h))
+			}
+			promised += len(got)
+			for id := range h {
+				got, want := rec.OthersRunning(id), othersRunningScan(h, id)
+				if got != want {
+					rt.Fatalf("OthersRunning(%d) = %v; a scan of the history says %v\n%s", id, got, want, diskmodel.Describe(h))
+				}
+				if got {
+					others++
+				}
+			}
+		}
+	})
+	if promised == 0 || others == 0 {
+		t.Fatalf("the generated histories held %d promises and %d running others: they test nothing", promised, others)
+	}
+}
+
+// othersRunningScan is Recorder.OthersRunning as a scan of history h.
+func othersRunningScan(h []porcupine.Operation, id int) bool {
+	in := h[id].Input.(diskmodel.Input)
+	for i, op := range h {
+		other := op.Input.(diskmodel.Input)
+		if i == id || op.Return != 0 || other.Disk != in.Disk {
+			continue
+		}
+		if (other.Kind == diskmodel.Evict || other.Kind == diskmodel.Reattach) && other.VM != in.VM {
+			continue
+		}
+		return true
+	}
+	return false
 }

@@ -17,6 +17,12 @@ import (
 // the quiescent checkers read their view of the Director here, never from
 // its store: a Director that records a disk but never lists it, or whose
 // task never ends, is seen as a user sees it.
+//
+// GET /tasks/:id, what the clients poll, is answered without HTTP when no
+// control test rewrites the API: director.API.Task is what the handler
+// encodes (TestInProcessTaskReadsAreHTTPReads compares the two for every
+// task of runs), and an error answer is still read through HTTP, so the
+// user sees the same status and body either way.
 
 // The simulated user's credentials (an admin: it reads every task).
 const (
@@ -38,21 +44,26 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("GET %s: %d %s", e.Path, e.Status, e.Body)
 }
 
-func newAPIHandler(w *World, d *director.Director) (http.Handler, error) {
+// apiPrincipal is who apiUser authenticates as.
+var apiPrincipal = director.Principal{Name: apiUser, Scopes: []string{director.ScopeAdmin}}
+
+// newAPIHandler serves director d's API to the simulated user: the API read
+// in process (nil when a control test rewrites the handler) and the handler.
+func newAPIHandler(w *World, d *director.Director) (*director.API, http.Handler, error) {
 	auth, err := director.NewAuth(director.AuthConfig{Runtime: w.s, SigningKey: []byte("cpilab-simulator-signing-key-000"),
-		Users: []director.User{{Name: apiUser, Password: apiPassword, Scopes: []string{director.ScopeAdmin}}}})
+		Users: []director.User{{Name: apiPrincipal.Name, Password: apiPassword, Scopes: apiPrincipal.Scopes}}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	api, err := director.NewAPI(director.APIConfig{Director: d, Auth: auth, DataDir: w.cfg.DataDir})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h := api.Handler()
 	if f := w.cfg.tamper.api; f != nil {
-		h = f(h)
+		return nil, f(h), nil
 	}
-	return h, nil
+	return api, h, nil
 }
 
 // apiGet answers GET path from the running Director's API into out.
@@ -78,6 +89,19 @@ func (w *World) apiGet(path string, out any) error {
 
 // Task is GET /tasks/:id as the user sees it.
 func (w *World) Task(id int64) (director.TaskView, error) {
+	w.mu.Lock()
+	api := w.apiTasks
+	w.mu.Unlock()
+	if api != nil {
+		if t, err := api.Task(apiPrincipal, id); err == nil {
+			return t, nil
+		}
+	}
+	return w.httpTask(id)
+}
+
+// httpTask is GET /tasks/:id through the API's HTTP handler.
+func (w *World) httpTask(id int64) (director.TaskView, error) {
 	var t director.TaskView
 	err := w.apiGet("/tasks/"+strconv.FormatInt(id, 10), &t)
 	return t, err

@@ -429,7 +429,11 @@ type workloadRun struct {
 	latest map[string]int // guarded by mu; disk name → the last operation called on it
 	given  []GivenTask    // guarded by mu; the tasks the Director queued for the ops
 	spans  []span         // guarded by mu; every operation called, in call order
+	busy   int            // guarded by mu; the spans not done
 	late   []string       // guarded by mu; provides and attaches that outlasted their client's wait
+
+	promises   promises // guarded by promisesMu; the workload's promises so far (lastOK)
+	promisesMu sync.Mutex
 }
 
 // givenTasks are the tasks the Director queued for the workload so far.
@@ -519,6 +523,7 @@ func (r *workloadRun) runOne(o Op) {
 	r.mu.Lock()
 	self := len(r.spans)
 	r.spans = append(r.spans, span{op: o, call: callAt})
+	r.busy++
 	r.mu.Unlock()
 	res, task := w.submit(o)
 	if task == 0 {
@@ -540,12 +545,18 @@ func (r *workloadRun) runOne(o Op) {
 // read) is not idle.
 func (r *workloadRun) checkIdle(step int) {
 	r.mu.Lock()
-	busy := slices.ContainsFunc(r.spans, func(sp span) bool { return !sp.done })
+	busy := r.busy > 0
 	r.mu.Unlock()
 	if busy || r.checkers.Idle == nil {
 		return
 	}
-	v := r.w.recordsView(r.history.History())
+	r.promisesMu.Lock()
+	promised := r.promises.lastOK(r.history)
+	r.promisesMu.Unlock()
+	// The oracle is read again rather than the step's SafetyView reused:
+	// the cloud's lock is a scheduling point, and the runs' traces are
+	// pinned.
+	v := r.w.recordsView(r.w.SafetyView(), promised)
 	if v.APIErr != nil {
 		return
 	}
@@ -561,6 +572,9 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 	retAt := w.s.Now()
 	r.mu.Lock()
 	r.spans[self].task, r.spans[self].ret, r.spans[self].done = res.task, retAt, res.final || res.task == 0
+	if r.spans[self].done {
+		r.busy--
+	}
 	if res.task != 0 {
 		r.given = append(r.given, GivenTask{Op: o, ID: res.task})
 	}

@@ -144,6 +144,7 @@ type World struct {
 	mu          sync.Mutex
 	dir         *director.Director   // nil while crashed
 	api         http.Handler         // dir's HTTP API; nil while crashed
+	apiTasks    *director.API        // dir's API read in process (userview.go); nil while crashed or tampered
 	gen         int                  // the latest director generation
 	liveGen     int                  // the generation running (0: crashed)
 	faultsOn    bool                 // every seam but the VM seam
@@ -270,12 +271,12 @@ func (w *World) startDirector() error {
 	if err != nil {
 		return fmt.Errorf("simulator: starting director generation %d: %w", gen, err)
 	}
-	h, err := newAPIHandler(w, d)
+	api, h, err := newAPIHandler(w, d)
 	if err != nil {
 		return fmt.Errorf("simulator: the API of director generation %d: %w", gen, err)
 	}
 	w.mu.Lock()
-	w.dir, w.api = d, h
+	w.dir, w.api, w.apiTasks = d, h, api
 	w.mu.Unlock()
 	return nil
 }
@@ -307,7 +308,7 @@ func (w *World) Crash(down time.Duration) {
 		w.mu.Unlock()
 		return
 	}
-	w.dir, w.api = nil, nil
+	w.dir, w.api, w.apiTasks = nil, nil, nil
 	w.crashes++
 	w.liveGen = 0 // the old generation is dead from here on
 	w.mu.Unlock()

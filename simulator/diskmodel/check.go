@@ -19,6 +19,13 @@ type Recorder struct {
 	clock int64
 	ops   []porcupine.Operation
 	done  []bool
+	// Per disk name, kept as operations are called and return, so that
+	// questions about one name cost what that name holds: its operations
+	// in call order, those not returned, and a version that grows with
+	// every Call and Return on the name.
+	byName  map[string][]int
+	running map[string]map[int]bool
+	version map[string]int
 }
 
 // Call records the invocation of in by client (numbered from 0) and returns
@@ -29,7 +36,17 @@ func (r *Recorder) Call(client int, in Input) int {
 	r.clock++
 	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: r.clock})
 	r.done = append(r.done, false)
-	return len(r.ops) - 1
+	id := len(r.ops) - 1
+	if r.byName == nil {
+		r.byName, r.running, r.version = map[string][]int{}, map[string]map[int]bool{}, map[string]int{}
+	}
+	r.byName[in.Disk] = append(r.byName[in.Disk], id)
+	if r.running[in.Disk] == nil {
+		r.running[in.Disk] = map[int]bool{}
+	}
+	r.running[in.Disk][id] = true
+	r.version[in.Disk]++
+	return id
 }
 
 // Return records the outcome of operation id.
@@ -43,6 +60,9 @@ func (r *Recorder) Return(id int, out Output) {
 	r.ops[id].Output = out
 	r.ops[id].Return = r.clock
 	r.done[id] = true
+	name := r.ops[id].Input.(Input).Disk
+	delete(r.running[name], id)
+	r.version[name]++
 }
 
 // OthersRunning reports whether an operation on id's disk name, other
@@ -53,17 +73,43 @@ func (r *Recorder) OthersRunning(id int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	in := r.ops[id].Input.(Input)
-	for i, op := range r.ops {
-		other := op.Input.(Input)
-		if i == id || r.done[i] || other.Disk != in.Disk {
-			continue
-		}
-		if (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
+	for i := range r.running[in.Disk] {
+		other := r.ops[i].Input.(Input)
+		if i == id || (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
 			continue
 		}
 		return true
 	}
 	return false
+}
+
+// NameVersions returns, for every disk name an operation was called on, a
+// number that grows whenever an operation on the name is called or returns:
+// what a caller derived from NameHistory(name) holds while it is unchanged.
+func (r *Recorder) NameVersions() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.version))
+	for name, v := range r.version {
+		out[name] = v
+	}
+	return out
+}
+
+// NameHistory returns the operations on disk name so far, in call order,
+// as History gives them (those that never returned are Unknown).
+func (r *Recorder) NameHistory(name string) []porcupine.Operation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := r.byName[name]
+	h := make([]porcupine.Operation, len(ids))
+	for i, id := range ids {
+		h[i] = r.ops[id]
+		if !r.done[id] {
+			h[i].Output = Output{Outcome: Unknown}
+		}
+	}
+	return h
 }
 
 // History returns the operations so far. Those that never returned are
