@@ -150,6 +150,8 @@ type World struct {
 	quirks      map[string]string    // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
 	silentUntil map[string]time.Time // agent ID → until when it answers nothing
 	fired       []firedFault         // every fault fired, in order, with when and where
+	outageUntil time.Time            // the cloud's API is down until then (faults.CPIOutage)
+	outage      faults.Fault         // the outage that set outageUntil
 	violations  []*Violation         // the seam checks' violations
 	step        int                  // workload steps done, for violations
 }
@@ -537,7 +539,24 @@ func (c *faultCPI) call(method string, do func() error) error {
 	}
 	w.s.Sleep(lat)
 	var lost bool
-	for _, f := range w.next(faults.SeamCPI, method) {
+	fs := w.next(faults.SeamCPI, method)
+	for _, f := range fs {
+		if f.Kind == faults.CPIOutage {
+			w.mu.Lock()
+			if end := w.s.Now().Add(f.Duration); end.After(w.outageUntil) {
+				w.outageUntil, w.outage = end, f
+			}
+			w.mu.Unlock()
+		}
+	}
+	w.mu.Lock()
+	down, outage := w.faultsOn && w.s.Now().Before(w.outageUntil), w.outage
+	w.mu.Unlock()
+	if down {
+		w.checkAlive(c.gen)
+		return &cpiv2.Error{Type: cpiv2.ErrorType(faults.ErrCloudError), Message: "injected: cloud API down (" + outage.String() + ")"}
+	}
+	for _, f := range fs {
 		switch f.Kind {
 		case faults.Latency:
 			w.s.Sleep(f.Duration)

@@ -37,7 +37,7 @@ type Spec struct {
 func DefaultSpec() Spec {
 	s, err := ParseSpec("cpi-error=0.02,lost-response=0.01,latency=0.05,director-crash=0.002," +
 		"agent-unresponsive=0.01,agent-restart=0.005,agent-old=0.05,vm-restart-on-attach=0.1," +
-		"mbus-lost=0.01,mbus-delay=0.05")
+		"mbus-lost=0.01,mbus-delay=0.05,cpi-outage=0.002")
 	if err != nil {
 		panic(err)
 	}
