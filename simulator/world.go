@@ -150,6 +150,7 @@ type World struct {
 	quirks      map[string]string    // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
 	silentUntil map[string]time.Time // agent ID → until when it answers nothing
 	fired       []firedFault         // every fault fired, in order, with when and where
+	vmCalls     map[string]vmCall    // VM CID → the disk call in flight on it (vmcalls.go)
 	outageUntil time.Time            // the cloud's API is down until then (faults.CPIOutage)
 	outage      faults.Fault         // the outage that set outageUntil
 	violations  []*Violation         // the seam checks' violations
@@ -616,6 +617,7 @@ func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res c
 }
 
 func (c *faultCPI) DeleteVM(ctx context.Context, cid cpiv2.VMCID) error {
+	defer c.w.enterVMCall(c.gen, cpiv2.MethodDeleteVM, cid.String(), "")()
 	return c.call(cpiv2.MethodDeleteVM, func() error {
 		if f := c.w.cfg.tamper.beforeDeleteVM; f != nil {
 			f(c.w, cid.String())
@@ -647,6 +649,7 @@ func (c *faultCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.Di
 	if f := c.w.cfg.tamper.attachVM; f != nil {
 		vm = cpiv2.MustCID[cpiv2.VMKind](f(c.w, vm.String(), disk.String()))
 	}
+	defer c.w.enterVMCall(c.gen, cpiv2.MethodAttachDisk, vm.String(), disk.String())()
 	err = c.call(cpiv2.MethodAttachDisk, func() (err error) {
 		c.w.checkAttach(vm.String(), disk.String())
 		hint, err = c.w.cpi.AttachDisk(ctx, vm, disk)
@@ -656,6 +659,7 @@ func (c *faultCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.Di
 }
 
 func (c *faultCPI) DetachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.DiskCID) error {
+	defer c.w.enterVMCall(c.gen, cpiv2.MethodDetachDisk, vm.String(), disk.String())()
 	return c.call(cpiv2.MethodDetachDisk, func() error { return c.w.cpi.DetachDisk(ctx, vm, disk) })
 }
 
