@@ -28,9 +28,12 @@ const (
 	// ShapeBurst: bursts of provides, attaches and detaches of one disk
 	// name on one instance by several clients at once.
 	ShapeBurst = "burst"
-	// ShapeSlowCPI: a lock lease of 20 s and CPI calls that take from a
+	// ShapeSlowCPI: a lock lease of 2 min and CPI calls that take from a
 	// quarter to half of it, so that a job holds its locks over several
-	// leases.
+	// leases. The lease outlasts the Director's longest wait in one step
+	// (an agent's task, 1 min): the reference Director renews its leases
+	// only between steps and calls, and a lease that lapses mid-step
+	// lets another job change what this one is changing.
 	ShapeSlowCPI = "slow-cpi"
 	// ShapeDeepQueue: one dynamic-disk worker, clients that do not wait,
 	// and bursts: the queue holds more tasks than there are workers.
@@ -100,7 +103,7 @@ func (s Shape) String() string {
 
 // Shape parameters.
 const (
-	slowLease    = 20 * time.Second
+	slowLease    = 2 * time.Minute
 	maxClients   = 16
 	defaultLight = 3
 	moveWorkers  = 4
