@@ -604,6 +604,12 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		out.Outcome = diskmodel.Refused // seen from each disk name, a refused VM operation did nothing
 	}
 	for _, id := range ids {
+		out := out
+		if o.Reattach && out.Outcome == diskmodel.OK {
+			// A re-attaching recreate that no operation on the name
+			// overlapped must have re-attached the disk.
+			out.Alone = r.history.Alone(id)
+		}
 		r.history.Return(id, out)
 	}
 	// The detail may name paths in the run's temporary directory, which

@@ -66,6 +66,30 @@ func (r *Recorder) OthersRunning(id int) bool {
 	return false
 }
 
+// Alone reports whether no other operation on id's disk name overlapped
+// id so far: none was called after it, none is still running, and none
+// returned after it was called (evictions and re-attaching recreates of
+// other VMs left out, as in OthersRunning).
+func (r *Recorder) Alone(id int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	self := r.ops[id]
+	in := self.Input.(Input)
+	for i, op := range r.ops {
+		other := op.Input.(Input)
+		if i == id || other.Disk != in.Disk {
+			continue
+		}
+		if (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
+			continue
+		}
+		if op.Call > self.Call || !r.done[i] || op.Return > self.Call {
+			return false
+		}
+	}
+	return true
+}
+
 // History returns the operations so far. Those that never returned are
 // Unknown.
 func (r *Recorder) History() []porcupine.Operation {
