@@ -711,6 +711,11 @@ const InDoubtTries = 3
 // its error leaves the outcome in doubt: the IaaS may have applied it with
 // the response lost. A retry settles the outcome, since by contract it does
 // the work or reports it done.
+//
+// Each call again renews the job's leases first, as upstream's lock thread
+// renews them while the job runs (lock.rb): calls made again within one
+// step could otherwise outlast the lease and let another job take the
+// locks while the in-doubt call may still be applied.
 func (j *job) settle(method string, call func() error) error {
 	err := call()
 	if j.knobs().TrustCPIErrors {
@@ -721,6 +726,11 @@ func (j *job) settle(method string, call func() error) error {
 		j.debugf("%s: %v: the outcome is in doubt; calling it again (%d of %d) after %s", method, err, try, InDoubtTries, wait)
 		j.d.r.Sleep(wait)
 		wait *= 2
+		for _, h := range j.held {
+			if rerr := h.renew(); rerr != nil {
+				return fmt.Errorf("%w (while settling %s: %v)", rerr, method, err)
+			}
+		}
 		err = call()
 	}
 	return err

@@ -24,6 +24,10 @@ const (
 	// InvDeleteAttachedDisk: no delete_disk of a disk the IaaS shows
 	// attached (oracle, at the CPI call).
 	InvDeleteAttachedDisk = "no-delete-disk-of-attached-disk"
+	// InvVMCallsSerial: the director never has two of attach_disk,
+	// detach_disk and delete_vm in flight on one VM (oracle, at the CPI
+	// call; vmcalls.go).
+	InvVMCallsSerial = "one-disk-call-per-vm"
 	// InvLinks: agent symlinks match the IaaS attachments (oracle and VM
 	// roots, once quiescent and after every OK provide).
 	InvLinks = "agent-links-match-iaas"

@@ -28,9 +28,12 @@ const (
 	// ShapeBurst: bursts of provides, attaches and detaches of one disk
 	// name on one instance by several clients at once.
 	ShapeBurst = "burst"
-	// ShapeSlowCPI: a lock lease of 20 s and CPI calls that take from a
+	// ShapeSlowCPI: a lock lease of 2 min and CPI calls that take from a
 	// quarter to half of it, so that a job holds its locks over several
-	// leases.
+	// leases. The lease outlasts the Director's longest wait in one step
+	// (an agent's task, 1 min): the reference Director renews its leases
+	// only between steps and calls, and a lease that lapses mid-step
+	// lets another job change what this one is changing.
 	ShapeSlowCPI = "slow-cpi"
 	// ShapeDeepQueue: one dynamic-disk worker, clients that do not wait,
 	// and bursts: the queue holds more tasks than there are workers.
@@ -38,10 +41,16 @@ const (
 	// ShapeVMOps: bursts end with a recreate, hard stop or VM delete of
 	// the instance the burst's provides name.
 	ShapeVMOps = "vm-ops"
+	// ShapeMove: bursts span two instances and two disk names, with
+	// deletes among them, and four dynamic-disk workers: a disk moves
+	// from one instance to the other (detach, then provide elsewhere)
+	// while a detach or delete that looked it up on the first waits for
+	// its lock, and other disks of the second are worked on meanwhile.
+	ShapeMove = "move"
 )
 
 // Shapes lists the shape names, the default first.
-var Shapes = []string{ShapeMixed, ShapeLight, ShapeManyClients, ShapeNoWait, ShapeBurst, ShapeSlowCPI, ShapeDeepQueue, ShapeVMOps}
+var Shapes = []string{ShapeMixed, ShapeLight, ShapeManyClients, ShapeNoWait, ShapeBurst, ShapeSlowCPI, ShapeDeepQueue, ShapeVMOps, ShapeMove}
 
 // Shape is what a workload shape drew for one seed.
 type Shape struct {
@@ -64,6 +73,8 @@ type Shape struct {
 	// DiskWorkers is the number of dynamic-disk workers (0: the director's
 	// default, 2).
 	DiskWorkers int
+	// Move: bursts span two instances and two disk names.
+	Move bool
 }
 
 // String lists what the shape drew, for reports.
@@ -81,6 +92,9 @@ func (s Shape) String() string {
 	if s.SlowCPI > 0 {
 		parts = append(parts, fmt.Sprintf("slow CPI %.2f, lease %s", s.SlowCPI, s.LockLease))
 	}
+	if s.Move {
+		parts = append(parts, "bursts over two instances and two names")
+	}
 	if s.DiskWorkers > 0 {
 		parts = append(parts, fmt.Sprintf("%d disk workers", s.DiskWorkers))
 	}
@@ -89,9 +103,10 @@ func (s Shape) String() string {
 
 // Shape parameters.
 const (
-	slowLease    = 20 * time.Second
+	slowLease    = 2 * time.Minute
 	maxClients   = 16
 	defaultLight = 3
+	moveWorkers  = 4
 )
 
 // DrawShape draws the shape of cfg for the workload seed, on its own
@@ -108,10 +123,16 @@ func DrawShape(cfg WorkloadConfig, seed uint64) (Shape, error) {
 	slow := func() { sh.LockLease, sh.SlowCPI = slowLease, 0.1 }
 	deep := func() { sh.DiskWorkers = 1; sh.NoWait = max(sh.NoWait, 0.5); sh.Burst = max(sh.Burst, 0.15) }
 	vmOps := func() { sh.VMOps = true; sh.Burst = max(sh.Burst, 0.15) }
+	move := func() {
+		sh.Move, sh.Burst = true, max(sh.Burst, 0.15)
+		if sh.DiskWorkers == 0 { // a deep queue keeps its one worker
+			sh.DiskWorkers = moveWorkers
+		}
+	}
 	switch cfg.Shape {
 	case ShapeMixed:
 		sh.Clients = 1 + rng.IntN(maxClients)
-		for _, f := range []func(){noWait, burst, slow, deep, vmOps} {
+		for _, f := range []func(){noWait, burst, slow, deep, vmOps, move} {
 			if rng.IntN(2) == 0 {
 				f()
 			}
@@ -131,6 +152,9 @@ func DrawShape(cfg WorkloadConfig, seed uint64) (Shape, error) {
 	case ShapeVMOps:
 		sh.Clients = 8
 		vmOps()
+	case ShapeMove:
+		sh.Clients = 8
+		move()
 	}
 	if cfg.Clients > 0 {
 		sh.Clients = cfg.Clients

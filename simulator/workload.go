@@ -283,19 +283,37 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 // burst is a burst on one instance and one disk name: up to 8 operations
 // (at most room) by distinct clients at once, provides, attaches and
 // detaches of the name, with a recreate or hard stop of the instance among
-// them under Shape.VMOps.
+// them under Shape.VMOps; under Shape.Move, over two instances and two
+// names, with deletes.
 func burst(rng *rand.Rand, sh Shape, cfg WorkloadConfig, instances, room int) []Op {
 	n := min(room, 2+rng.IntN(7), sh.Clients)
 	if n < 2 {
 		n = min(room, 2)
 	}
-	vm, disk := rng.IntN(instances), "d"+strconv.Itoa(rng.IntN(cfg.Disks))
+	vm, di := rng.IntN(instances), rng.IntN(cfg.Disks)
+	disk := "d" + strconv.Itoa(di)
 	first := rng.IntN(sh.Clients)
 	kinds := []OpKind{OpProvide, OpProvide, OpProvide, OpAttach, OpDetach}
+	// A move burst also names a second instance and a second name (only
+	// move shapes draw these, so the other shapes' draws stay as they
+	// were), and deletes.
+	vms, names := []int{vm}, []string{disk}
+	if sh.Move {
+		if instances > 1 {
+			vms = append(vms, (vm+1+rng.IntN(instances-1))%instances)
+		}
+		if cfg.Disks > 1 {
+			names = append(names, "d"+strconv.Itoa((di+1+rng.IntN(cfg.Disks-1))%cfg.Disks))
+		}
+		kinds = []OpKind{OpProvide, OpProvide, OpProvide, OpAttach, OpDetach, OpDetach, OpDelete}
+	}
 	var ops []Op
 	for i := range n {
 		o := Op{Client: (first + i) % sh.Clients, Kind: kinds[rng.IntN(len(kinds))], VM: vm, Disk: disk,
 			Delay: time.Duration(rng.IntN(200)) * time.Millisecond, NoWait: sh.NoWait > 0 && rng.Float64() < sh.NoWait}
+		if len(vms) > 1 || len(names) > 1 {
+			o.VM, o.Disk = vms[rng.IntN(len(vms))], names[rng.IntN(len(names))]
+		}
 		if i == n-1 && sh.VMOps && n > 2 {
 			o = Op{Client: o.Client, Kind: []OpKind{OpRecreate, OpStopHard, OpDeleteVM}[rng.IntN(3)], VM: vm, Delay: o.Delay}
 		}
@@ -600,6 +618,12 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		out.Outcome = diskmodel.Refused // seen from each disk name, a refused VM operation did nothing
 	}
 	for _, id := range ids {
+		out := out
+		if o.Reattach && out.Outcome == diskmodel.OK {
+			// A re-attaching recreate that no operation on the name
+			// overlapped must have re-attached the disk.
+			out.Alone = r.history.Alone(id)
+		}
 		r.history.Return(id, out)
 	}
 	// The detail may name paths in the run's temporary directory, which

@@ -157,6 +157,9 @@ type World struct {
 	quirks      map[string]string    // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
 	silentUntil map[string]time.Time // agent ID → until when it answers nothing
 	fired       []firedFault         // every fault fired, in order, with when and where
+	vmCalls     map[string]vmCall    // VM CID → the disk call in flight on it (vmcalls.go)
+	outageUntil time.Time            // the cloud's API is down until then (faults.CPIOutage)
+	outage      faults.Fault         // the outage that set outageUntil
 	violations  []*Violation         // the seam checks' violations
 	step        int                  // workload steps done, for violations
 }
@@ -549,7 +552,24 @@ func (c *faultCPI) call(method string, do func() error) error {
 	}
 	w.s.Sleep(lat)
 	var lost bool
-	for _, f := range w.next(faults.SeamCPI, method) {
+	fs := w.next(faults.SeamCPI, method)
+	for _, f := range fs {
+		if f.Kind == faults.CPIOutage {
+			w.mu.Lock()
+			if end := w.s.Now().Add(f.Duration); end.After(w.outageUntil) {
+				w.outageUntil, w.outage = end, f
+			}
+			w.mu.Unlock()
+		}
+	}
+	w.mu.Lock()
+	down, outage := w.faultsOn && w.s.Now().Before(w.outageUntil), w.outage
+	w.mu.Unlock()
+	if down {
+		w.checkAlive(c.gen)
+		return &cpiv2.Error{Type: cpiv2.ErrorType(faults.ErrCloudError), Message: "injected: cloud API down (" + outage.String() + ")"}
+	}
+	for _, f := range fs {
 		switch f.Kind {
 		case faults.Latency:
 			w.s.Sleep(f.Duration)
@@ -609,6 +629,7 @@ func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res c
 }
 
 func (c *faultCPI) DeleteVM(ctx context.Context, cid cpiv2.VMCID) error {
+	defer c.w.enterVMCall(c.gen, cpiv2.MethodDeleteVM, cid.String(), "")()
 	return c.call(cpiv2.MethodDeleteVM, func() error {
 		if f := c.w.cfg.tamper.beforeDeleteVM; f != nil {
 			f(c.w, cid.String())
@@ -640,6 +661,7 @@ func (c *faultCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.Di
 	if f := c.w.cfg.tamper.attachVM; f != nil {
 		vm = cpiv2.MustCID[cpiv2.VMKind](f(c.w, vm.String(), disk.String()))
 	}
+	defer c.w.enterVMCall(c.gen, cpiv2.MethodAttachDisk, vm.String(), disk.String())()
 	err = c.call(cpiv2.MethodAttachDisk, func() (err error) {
 		c.w.checkAttach(vm.String(), disk.String())
 		hint, err = c.w.cpi.AttachDisk(ctx, vm, disk)
@@ -649,6 +671,7 @@ func (c *faultCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.Di
 }
 
 func (c *faultCPI) DetachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.DiskCID) error {
+	defer c.w.enterVMCall(c.gen, cpiv2.MethodDetachDisk, vm.String(), disk.String())()
 	return c.call(cpiv2.MethodDetachDisk, func() error { return c.w.cpi.DetachDisk(ctx, vm, disk) })
 }
 

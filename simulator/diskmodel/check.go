@@ -112,6 +112,31 @@ func (r *Recorder) NameHistory(name string) []porcupine.Operation {
 	return h
 }
 
+// Alone reports whether no other operation on id's disk name overlapped
+// id so far: none was called after it, none is still running, and none
+// returned after it was called (evictions and re-attaching recreates of
+// other VMs left out, as in OthersRunning).
+func (r *Recorder) Alone(id int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	self := r.ops[id]
+	in := self.Input.(Input)
+	for _, i := range r.byName[in.Disk] {
+		op := r.ops[i]
+		other := op.Input.(Input)
+		if i == id {
+			continue
+		}
+		if (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
+			continue
+		}
+		if op.Call > self.Call || !r.done[i] || op.Return > self.Call {
+			return false
+		}
+	}
+	return true
+}
+
 // History returns the operations so far. Those that never returned are
 // Unknown.
 func (r *Recorder) History() []porcupine.Operation {

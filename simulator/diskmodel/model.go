@@ -115,6 +115,10 @@ type Output struct {
 	// CID is the disk CID an OK Provide, Attach or Create reported; "" if
 	// none. While the disk lives every reported CID must be the same.
 	CID string
+	// Alone: no other operation on the name overlapped this one
+	// (Recorder.Alone). An OK Reattach that was alone re-attached the
+	// disk: nothing could have moved it meanwhile.
+	Alone bool
 }
 
 // String is the outcome and the CID, if any.
@@ -239,7 +243,7 @@ func Step(s State, in Input, out Output) []State {
 		if len(chain) > 0 {
 			final = chain[len(chain)-1]
 		}
-		if in.Kind == Reattach {
+		if in.Kind == Reattach && !out.Alone {
 			// Re-attached, or left detached when the disk moved meanwhile.
 			return append([]State{final}, chain[:max(0, len(chain)-1)]...)
 		}

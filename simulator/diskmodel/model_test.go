@@ -223,3 +223,33 @@ func TestRecorderOthersRunning(t *testing.T) {
 	}
 	_, _ = other, elsewhere
 }
+
+// An OK re-attaching recreate that no operation on the name overlapped
+// re-attached the disk; one that others overlapped may have left it
+// detached (the disk moved meanwhile).
+func TestReattachAloneReattaches(t *testing.T) {
+	attached := diskmodel.State{Exists: true, VM: "vm1", CID: "disk-1"}
+	in := diskmodel.Input{Kind: diskmodel.Reattach, Disk: "d", VM: "vm1"}
+	if got := diskmodel.Step(attached, in, diskmodel.Output{Outcome: ok, Alone: true}); !slices.Equal(got, []diskmodel.State{attached}) {
+		t.Errorf("alone: states %v, want only re-attached %v", got, attached)
+	}
+	if got := diskmodel.Step(attached, in, diskmodel.Output{Outcome: ok}); len(got) != 2 {
+		t.Errorf("overlapped: states %v, want re-attached or detached", got)
+	}
+
+	var rec diskmodel.Recorder
+	a := rec.Call(0, diskmodel.Input{Kind: P, Disk: "d", VM: "vm1"})
+	rec.Return(a, diskmodel.Output{Outcome: ok, CID: "disk-1"})
+	re := rec.Call(1, in)
+	if !rec.Alone(re) {
+		t.Errorf("a provide that returned before the recreate was called overlaps it")
+	}
+	b := rec.Call(2, diskmodel.Input{Kind: Det, Disk: "d"})
+	if rec.Alone(re) {
+		t.Errorf("a detach called during the recreate does not overlap it")
+	}
+	rec.Return(b, diskmodel.Output{Outcome: ok})
+	if rec.Alone(re) {
+		t.Errorf("a detach that returned during the recreate does not overlap it")
+	}
+}

@@ -68,6 +68,14 @@ const (
 	MbusLost Kind = "mbus-lost"
 	// MbusDelay: the mbus message is delivered Fault.Duration late.
 	MbusDelay Kind = "mbus-delay"
+	// CPIOutage: the cloud's API is down for Fault.Duration from this CPI
+	// call on: it and every CPI call that starts before the outage ends
+	// fail with a generic CloudError and have no effect. Unlike CPIError,
+	// whose one failure a retry of an in-doubt call gets past, an outage
+	// outlasts the Director's retries (InDoubtTries spaced by
+	// InDoubtBackoff), so the paths where a disk call finally fails are
+	// reached.
+	CPIOutage Kind = "cpi-outage"
 )
 
 // The storage-sizing simulation's fault kinds, on SeamClock: each holds
@@ -104,6 +112,7 @@ var kinds = map[Kind]kindInfo{
 	VMRestartOnAttach: {seam: SeamVM},
 	MbusLost:          {seam: SeamMbus},
 	MbusDelay:         {SeamMbus, true, time.Millisecond, 5 * time.Second},
+	CPIOutage:         {SeamCPI, true, 5 * time.Second, time.Minute},
 	ControllerDown:    {seam: SeamClock, duration: true},
 	DirectorDown:      {seam: SeamClock, duration: true},
 	ResizeFails:       {seam: SeamClock, duration: true},
@@ -113,7 +122,7 @@ var kinds = map[Kind]kindInfo{
 
 // Kinds lists every kind in canonical order.
 var Kinds = []Kind{CPIError, LostResponse, Latency, DirectorCrash, AgentUnresponsive, AgentRestart,
-	AgentOld, VMRestartOnAttach, MbusLost, MbusDelay}
+	AgentOld, VMRestartOnAttach, MbusLost, MbusDelay, CPIOutage}
 
 // StorageKinds lists the storage-sizing simulation's kinds, in the order it
 // draws them from.
@@ -210,7 +219,8 @@ type Fault struct {
 	// OkToRetry is the ok_to_retry of a CPIError fault.
 	OkToRetry bool
 	// Duration is the delay (Latency, MbusDelay), the silence
-	// (AgentUnresponsive) or the downtime (DirectorCrash, AgentRestart).
+	// (AgentUnresponsive) or the downtime (DirectorCrash, AgentRestart,
+	// CPIOutage).
 	Duration time.Duration
 }
 

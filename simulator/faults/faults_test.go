@@ -79,8 +79,10 @@ func TestSpecText(t *testing.T) {
 	if err := v.Set("mbus-delay=0.5"); err != nil || v.String() != "mbus-delay=0.5:1ms..5s" {
 		t.Fatalf("Set: %v, %q (want the default range filled in)", err, v)
 	}
-	if d := faults.DefaultSpec(); len(d.Rates) != len(faults.Kinds) {
-		t.Fatalf("DefaultSpec names %d kinds, want all %d", len(d.Rates), len(faults.Kinds))
+	if d := faults.DefaultSpec(); len(d.Rates) != len(faults.Kinds)-1 {
+		t.Fatalf("DefaultSpec names %d kinds, want all %d but cpi-outage", len(d.Rates), len(faults.Kinds)-1)
+	} else if _, ok := d.Rates[faults.CPIOutage]; ok {
+		t.Fatal("DefaultSpec names cpi-outage")
 	}
 	if n, err := faults.ParseSpec("none"); err != nil || n.String() != "none" {
 		t.Fatalf("none: %v %q", err, n)
@@ -124,6 +126,7 @@ func drive(in *faults.Injector) [][]faults.Fault {
 
 func TestRandomInjectorIsSeededAndReplaysScripted(t *testing.T) {
 	spec := faults.DefaultSpec()
+	spec.Rates[faults.CPIOutage] = faults.Rate{P: 0.01, Min: 5 * time.Second, Max: time.Minute}
 	a, b := faults.NewRandom(spec, 42), faults.NewRandom(spec, 42)
 	ra, rb := drive(a), drive(b)
 	if !slices.EqualFunc(ra, rb, slices.Equal) {
@@ -138,7 +141,7 @@ func TestRandomInjectorIsSeededAndReplaysScripted(t *testing.T) {
 		}
 	}
 	if len(seen) != len(faults.Kinds) {
-		t.Fatalf("the default spec fired only %d kinds over 2000 operations", len(seen))
+		t.Fatalf("the default spec and cpi-outage fired only %d kinds over 2000 operations", len(seen))
 	}
 	if other := drive(faults.NewRandom(spec, 43)); slices.EqualFunc(ra, other, slices.Equal) {
 		t.Fatal("seeds 42 and 43 drew the same faults")
