@@ -87,7 +87,7 @@ Cells: ✔ passed · ✘ failed/total · – not checked (never a pass) · ! int
 {{range .Warnings}}<br><small>warning {{.Clause}}: {{.Text}}</small>{{end}}
 {{range .Violations}}<p>broke <strong>{{$.ClauseText .Clause}}</strong></p><p>the {{$c.TargetKind}} did instead: {{.Did}}</p>
 {{if .Request}}<p>request:</p><pre>{{.Request}}</pre><p>response (exit status {{.ExitCode}}):</p><pre>{{.Response}}</pre>{{end}}{{if .Stderr}}<p>stderr:</p><pre>{{.Stderr}}</pre>{{end}}{{end}}
-{{with .Sequence}}<div class="sequence"><p>shrunk sequence ({{len .Steps}} steps), the last broke: <strong>{{.Broke}}</strong></p><ol class="steps">
+{{with .Sequence}}<div class="sequence"><p>{{if .Unshrunk}}sequence as found, unshrunk{{else}}shrunk sequence{{end}} ({{len .Steps}} steps), the last broke: <strong>{{.Broke}}</strong></p><ol class="steps">
 {{range .Steps}}<li><code>{{.Call}}</code>{{if .Concurrent}} ‖ <code>{{.Concurrent}}</code>{{end}}{{if .Response}}<br><small>→ <code>{{.Response}}</code></small>{{end}}</li>
 {{end}}</ol>{{if .Replay}}<p>replay it alone: <code>{{.Replay}}</code></p>{{else if .ReplayFile}}<p>replay file: <code>{{.ReplayFile}}</code></p>{{end}}</div>{{end}}
 {{if .Rerun}}<p>rerun: <code>{{.Rerun}}</code></p>{{end}}

@@ -27,6 +27,9 @@ type Sequence struct {
 	// Replay is the command that runs the replay file alone (certify
 	// --replay FILE with the flags that shaped the run).
 	Replay string `json:"replay,omitempty"`
+	// Unshrunk is set when the lifecycle is reported as found, up to the
+	// step that broke the model, without shrinking (certify --no-shrink).
+	Unshrunk bool `json:"unshrunk,omitempty"`
 }
 
 // SequenceStep is one step of a shrunk lifecycle.
@@ -56,7 +59,11 @@ const EntryExploreSequence = "explore_sequence"
 // writeText writes the sequence for a terminal or a JUnit body, each line
 // after the first indented by indent.
 func (s *Sequence) writeText(w io.Writer, indent string) {
-	fmt.Fprintf(w, "%sshrunk sequence (%d %s):\n", indent, len(s.Steps), Plural(len(s.Steps), "step", "steps"))
+	kind := "shrunk sequence"
+	if s.Unshrunk {
+		kind = "sequence as found, unshrunk"
+	}
+	fmt.Fprintf(w, "%s%s (%d %s):\n", indent, kind, len(s.Steps), Plural(len(s.Steps), "step", "steps"))
 	for _, st := range s.Steps {
 		call := st.Call
 		if st.Concurrent != "" {

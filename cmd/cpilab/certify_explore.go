@@ -23,6 +23,7 @@ type exploreFlags struct {
 	replay    string
 	replayOut string
 	noExplore bool
+	noShrink  bool
 }
 
 // exploreOnlySteps is --explore's budget when --explore-steps is not given.
@@ -36,6 +37,7 @@ func registerCertifyExplore(fs *flag.FlagSet, f *certifyFlags) {
 	fs.StringVar(&e.replay, "replay", "", "run only the steps of replay `FILE` (written by a failed exploration) and check the model after each")
 	fs.StringVar(&e.replayOut, "replay-out", "", "write the shrunk steps of a failed exploration to `FILE` (default: a file in the temporary directory, named in the failure)")
 	fs.BoolVar(&e.noExplore, "no-explore", false, "leave the random lifecycles out of the run")
+	fs.BoolVar(&e.noShrink, "no-shrink", false, "report the first failing sequence of the random lifecycles as found, unshrunk (the same verdict and clause, without the reruns shrinking makes)")
 }
 
 // checkCertifyExplore refuses flags that cannot work together.
@@ -48,6 +50,8 @@ func (f *certifyFlags) checkExplore(fs *flag.FlagSet) error {
 		return usageError(fs, "--replay and --explore exclude each other: a replay runs its own steps")
 	case e.noExplore && (e.explore || e.replay != ""):
 		return usageError(fs, "--no-explore excludes --explore and --replay")
+	case e.noShrink && (e.noExplore || e.replay != ""):
+		return usageError(fs, "--no-shrink applies to random lifecycles: --no-explore leaves them out and --replay runs its own steps, never shrunk")
 	}
 	return nil
 }
@@ -57,7 +61,7 @@ func (f *certifyFlags) checkExplore(fs *flag.FlagSet) error {
 // The note it returns says what is explored, with the seed.
 func applyCertifyExplore(cfg *cpisuite.Config, opts *suites.RunOptions, f certifyFlags) (note string, err error) {
 	e := f.explore
-	cfg.Explore = cpisuite.Explore{Seed: e.seed, Steps: e.steps, Off: e.noExplore, ReplayFile: e.replayOut}
+	cfg.Explore = cpisuite.Explore{Seed: e.seed, Steps: e.steps, Off: e.noExplore, ReplayFile: e.replayOut, NoShrink: e.noShrink}
 	if e.explore && e.steps == 0 {
 		cfg.Explore.Steps = exploreOnlySteps
 	}
@@ -92,5 +96,9 @@ func applyCertifyExplore(cfg *cpisuite.Config, opts *suites.RunOptions, f certif
 	if steps == 0 {
 		steps = cpisuite.DefaultExploreSteps
 	}
-	return fmt.Sprintf("random lifecycles: seed %d, about %d steps (--seed, --explore-steps; the model is checked after every step)", e.seed, steps), nil
+	unshrunk := ""
+	if e.noShrink {
+		unshrunk = "; a failure is reported as found, unshrunk (--no-shrink)"
+	}
+	return fmt.Sprintf("random lifecycles: seed %d, about %d steps (--seed, --explore-steps; the model is checked after every step)%s", e.seed, steps, unshrunk), nil
 }

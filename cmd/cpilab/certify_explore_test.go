@@ -78,3 +78,35 @@ func TestCertifyExploreAndReplay(t *testing.T) {
 		t.Fatalf("--explore with --replay exited %d: %s", code, stderr)
 	}
 }
+
+// TestCertifyExploreNoShrink: --no-shrink rejects the same bug on the same
+// clause, reporting the failing lifecycle as found (in the text and in the
+// JSON report's sequence) instead of shrinking it; it is refused where no
+// lifecycle is drawn.
+func TestCertifyExploreNoShrink(t *testing.T) {
+	t.Parallel()
+	dir := buildCPIs(t)
+	bug, _ := buggycpi.Lookup("reboot-loses-metadata")
+	link := install(t, dir, bug)
+	js := filepath.Join(t.TempDir(), "r.json")
+	code, out, stderr := certify(t, dir, "--cpi", link, "--explore", "--seed", "5", "--explore-steps", "60", "--no-shrink",
+		"--replay-out", filepath.Join(t.TempDir(), "replay.json"), "--json-report", js)
+	if code != 1 || !strings.Contains(out, "model.frame") || !strings.Contains(out, "not shrunk (--no-shrink") ||
+		!strings.Contains(out, "sequence as found, unshrunk (") || strings.Contains(out, "shrunk to") {
+		t.Fatalf("--no-shrink exited %d, want a model.frame rejection with the sequence as found:\n%s\n%s", code, out, tail(stderr, 2000))
+	}
+	var seq *suites.Sequence
+	for _, s := range readReport(t, js).Specs {
+		if s.Sequence != nil {
+			seq = s.Sequence
+		}
+	}
+	if seq == nil || !seq.Unshrunk || len(seq.Steps) == 0 || !strings.Contains(seq.Broke, "model.frame") {
+		t.Fatalf("the JSON report's sequence %+v, want the unshrunk steps that broke model.frame", seq)
+	}
+	for _, args := range [][]string{{"--no-shrink", "--no-explore"}, {"--no-shrink", "--replay", js}} {
+		if code, _, stderr := certify(t, dir, args...); code != 2 || !strings.Contains(stderr, "--no-shrink applies to random lifecycles") {
+			t.Errorf("certify %s exited %d, want a usage error: %s", strings.Join(args, " "), code, stderr)
+		}
+	}
+}

@@ -40,6 +40,10 @@ type Explore struct {
 	// ReplayFile is where a shrunk failure is written (default: a file
 	// in the temporary directory, named in the failure).
 	ReplayFile string
+	// NoShrink reports the first failing lifecycle as found, unshrunk
+	// (up to the step that broke the model): the same verdict and clause
+	// without the reruns shrinking makes.
+	NoShrink bool
 }
 
 // The default exploration budget: small enough for the default run, seeded
@@ -144,7 +148,7 @@ func (st *state) explore(ctx SpecContext) {
 			steps = DefaultExploreSteps
 		}
 		lifecycles := max(1, steps/(exploreMaxSteps*3/4+20))
-		f, seed, err = explore.Explore(ctx, d, env, explore.Options{Seed: seed, Lifecycles: lifecycles, MaxSteps: exploreMaxSteps})
+		f, seed, err = explore.Explore(ctx, d, env, explore.Options{Seed: seed, Lifecycles: lifecycles, MaxSteps: exploreMaxSteps, NoShrink: e.NoShrink})
 		what = fmt.Sprintf("seed %d, %d random lifecycles of up to %d steps", seed, lifecycles, exploreMaxSteps)
 	}
 	AddReportEntry(EntryExplore, what, ReportEntryVisibilityNever)
@@ -164,10 +168,16 @@ func (st *state) explore(ctx SpecContext) {
 		file = ""
 	}
 	seq := sequenceOf(f, file)
+	// A replay runs its own steps, never shrunk.
+	seq.Unshrunk = e.NoShrink && e.Replay == nil
 	AddReportEntry(suites.EntryExploreSequence, seq, ReportEntryVisibilityNever)
 	clause := f.Violation.Clause
 	did := fmt.Sprintf("%s: a lifecycle broke the model; shrunk to %d %s (the shrunk sequence follows; cpilab certify --replay FILE runs it alone)%s",
 		what, len(f.Steps), suites.Plural(len(f.Steps), "step", "steps"), unsaved)
+	if seq.Unshrunk {
+		did = fmt.Sprintf("%s: a lifecycle broke the model at its step %d, not shrunk (--no-shrink; the sequence as found follows; cpilab certify --replay FILE runs it alone)%s",
+			what, len(f.Steps), unsaved)
+	}
 	if f.Error != "" {
 		clause = ClauseRun
 		did = fmt.Sprintf("%s: a lifecycle could not be run (the sequence that met it follows)%s", what, unsaved)
