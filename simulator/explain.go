@@ -28,7 +28,8 @@ import (
 //     linearizability check verifies the name's state made it invalid);
 //   - a fault on its path: the error carries an injected fault, names an
 //     agent that had a fault or runs as the world set it up (an old agent,
-//     a VM that restarts on attach), or a fault fired while the operation
+//     a VM that restarts on attach), names a VM a delete_vm removed without
+//     the Director hearing of it, or a fault fired while the operation
 //     was in flight (or shortly before: its effects outlast it by
 //     faultReach) (diskmodel.Failed: any prefix of the effects).
 //
@@ -138,6 +139,11 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 	for _, id := range slices.Sorted(maps.Keys(w.quirks)) {
 		if quirk == "" && strings.Contains(errText, id) {
 			quirk = fmt.Sprintf("agent %s: %s", id, w.quirks[id])
+		}
+	}
+	for _, vm := range slices.Sorted(maps.Keys(w.goneVMs)) {
+		if quirk == "" && strings.Contains(errText, vm) {
+			quirk = fmt.Sprintf("VM %s was deleted by a delete_vm whose success the Director never heard of (a lost response or a crash)", vm)
 		}
 	}
 	w.mu.Unlock()

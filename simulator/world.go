@@ -141,17 +141,22 @@ type World struct {
 
 	// mu guards the fields below; it is a leaf lock never held across a
 	// scheduling point, so taking it is not one.
-	mu          sync.Mutex
-	dir         *director.Director   // nil while crashed
-	api         http.Handler         // dir's HTTP API; nil while crashed
-	apiTasks    *director.API        // dir's API read in process (userview.go); nil while crashed or tampered
-	gen         int                  // the latest director generation
-	liveGen     int                  // the generation running (0: crashed)
-	faultsOn    bool                 // every seam but the VM seam
-	vmFaultsOn  bool                 // the VM seam (from the first VM on)
-	excused     map[string]bool      // agent IDs whose agent or messages had a fault
-	crashes     int                  // director crashes so far
-	lostDisks   map[string]bool      // disk CIDs made by a create_disk whose response was lost
+	mu         sync.Mutex
+	dir        *director.Director // nil while crashed
+	api        http.Handler       // dir's HTTP API; nil while crashed
+	apiTasks   *director.API      // dir's API read in process (userview.go); nil while crashed or tampered
+	gen        int                // the latest director generation
+	liveGen    int                // the generation running (0: crashed)
+	faultsOn   bool               // every seam but the VM seam
+	vmFaultsOn bool               // the VM seam (from the first VM on)
+	excused    map[string]bool    // agent IDs whose agent or messages had a fault
+	crashes    int                // director crashes so far
+	lostDisks  map[string]bool    // disk CIDs made by a create_disk whose response was lost
+	// goneVMs are the VM CIDs a delete_vm removed from the cloud without
+	// the Director learning it (its response was lost, or the Director
+	// crashed before it returned): the Director still holds them as its
+	// instances' VMs, and a later call on one fails with VMNotFound.
+	goneVMs     map[string]bool
 	oldAgents   map[string]bool      // agent IDs drawn to run an old agent
 	restartVMs  map[string]bool      // agent IDs whose VM restarts on attach
 	quirks      map[string]string    // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
@@ -215,7 +220,7 @@ func NewWorld(cfg WorldConfig) (*World, error) {
 	}
 	s := cfg.Sim
 	w := &World{cfg: cfg, s: s, knobs: knobs, never: rt.NewEvent(s), vmFaultsOn: cfg.Faults != nil,
-		latency: s.Rand("world/latency"), excused: map[string]bool{}, lostDisks: map[string]bool{},
+		latency: s.Rand("world/latency"), excused: map[string]bool{}, lostDisks: map[string]bool{}, goneVMs: map[string]bool{},
 		oldAgents: map[string]bool{}, restartVMs: map[string]bool{}, quirks: map[string]string{}, silentUntil: map[string]time.Time{}}
 	w.mb = mbus.NewMemory(s)
 	w.mb.SetFault(w.mbusFault)
@@ -630,13 +635,26 @@ func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res c
 
 func (c *faultCPI) DeleteVM(ctx context.Context, cid cpiv2.VMCID) error {
 	defer c.w.enterVMCall(c.gen, cpiv2.MethodDeleteVM, cid.String(), "")()
-	return c.call(cpiv2.MethodDeleteVM, func() error {
-		if f := c.w.cfg.tamper.beforeDeleteVM; f != nil {
-			f(c.w, cid.String())
+	w := c.w
+	err := c.call(cpiv2.MethodDeleteVM, func() error {
+		if f := w.cfg.tamper.beforeDeleteVM; f != nil {
+			f(w, cid.String())
 		}
-		c.w.checkDeleteVM(cid.String())
-		return c.w.cpi.DeleteVM(ctx, cid)
+		w.checkDeleteVM(cid.String())
+		err := w.cpi.DeleteVM(ctx, cid)
+		if err == nil {
+			w.mu.Lock()
+			w.goneVMs[cid.String()] = true // until the Director hears of it
+			w.mu.Unlock()
+		}
+		return err
 	})
+	if err == nil {
+		w.mu.Lock()
+		delete(w.goneVMs, cid.String())
+		w.mu.Unlock()
+	}
+	return err
 }
 
 func (c *faultCPI) CreateDisk(ctx context.Context, args cpiv2.CreateDiskArgs) (cid cpiv2.DiskCID, err error) {
