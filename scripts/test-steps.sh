@@ -21,11 +21,39 @@ PKGS=${PKGS:-./...}
 RACE_PKGS=${RACE_PKGS:?the packages for the race step}
 FUZZTIME=${FUZZTIME:-3s}
 
+# Every step's output is also kept in one file, so that a failed run ends
+# by saying again what failed: a CI log read from its end shows the failing
+# tests and their first lines, not only the last package's "ok".
+log=$(mktemp "${TMPDIR:-/tmp}/cpilab-test-steps.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
 step() { # step NAME COMMAND...: runs the command, its output prefixed with [NAME]
   local name=$1
   shift
-  "$@" 2>&1 | sed -u "s/^/[$name] /"
+  "$@" 2>&1 | sed -u "s/^/[$name] /" | tee -a "$log"
   return "${PIPESTATUS[0]}"
+}
+
+recap() { # each failing test's first 4 and last 8 lines, then every failing test and package
+  awk '
+    function flush(  i, from) {
+      if (!n) return
+      from = n > 12 ? n - 7 : 5
+      for (i = 1; i <= n && i <= 4; i++) print block[i]
+      if (from > 5) print "        … (" from - 5 " lines)"
+      for (i = from; i <= n; i++) print block[i]
+      n = 0
+    }
+    / --- FAIL: / { flush(); block[++n] = $0; failed[++f] = $0; next }
+    n && /^\[[a-z]+\]     / { block[++n] = $0; next }
+    { flush() }
+    /^\[[a-z]+\] (FAIL\t|panic:)/ { failed[++f] = $0 }
+    END {
+      flush()
+      if (f) print "make test: the failing tests and packages:"
+      for (i = 1; i <= f; i++) print failed[i]
+    }
+  ' "$log"
 }
 
 start=$SECONDS
@@ -59,6 +87,8 @@ wait "$catalog"; catalog_rc=$?
 ended catalog "$catalog_rc"
 wait "$tests"; tests_rc=$?
 if [ "$tests_rc" != 0 ] || [ "$catalog_rc" != 0 ]; then
+  echo "make test: what failed, said again (the lines above are in the order the steps printed them):" >&2
+  recap >&2
   echo "make test: the unit, race and fuzz steps ended with status $tests_rc, the catalog with $catalog_rc" >&2
   exit 1
 fi
