@@ -628,10 +628,12 @@ func checkLiveness(v View) error {
 // symlink reaching the disk's device (race h: a swallowed "unknown message"
 // reports success without one). Which VM it is comes from the IaaS, not
 // the director's records.
-func (w *World) checkProvideLink(kind OpKind, name, cid string) {
+//
+// It answers the VM it judged, "" if none.
+func (w *World) checkProvideLink(kind OpKind, name, cid string) string {
 	d, ok := w.oracleDisk(cid)
 	if !ok || d.VMCID.IsZero() {
-		return // not attached at all: the records and linearizability checks decide
+		return "" // not attached at all: the records and linearizability checks decide
 	}
 	root := w.Cloud.VMRoot(d.VMCID)
 	target, linked := w.readLinks(root)[cid]
@@ -643,5 +645,24 @@ func (w *World) checkProvideLink(kind OpKind, name, cid string) {
 		w.addViolation(&Violation{Invariant: InvLinks, Phase: AfterStep,
 			Err: fmt.Errorf("%s of %s (%s) succeeded and the IaaS has the disk attached to %s, but its agent's symlink points at %s, which is not that disk's device",
 				kind, name, cid, d.VMCID, target)})
+	}
+	return d.VMCID.String()
+}
+
+// checkDetachLink runs when a detach reports success and no other
+// operation on the name began since, the one before it being a provide or
+// attach that left the disk (cid) attached and linked on vm: that VM's
+// root must no longer hold the disk's symlink. The director unlinks
+// through the agent after the CPI detach and must fail the task when the
+// agent does not: a swallowed error leaves a dangling symlink, which the
+// quiescent links check excuses on a VM whose agent had a fault.
+func (w *World) checkDetachLink(name, cid, vm string) {
+	vc, err := cpiv2.NewVMCID(vm)
+	if err != nil {
+		return
+	}
+	if target, linked := w.readLinks(w.Cloud.VMRoot(vc))[cid]; linked {
+		w.addViolation(&Violation{Invariant: InvLinks, Phase: AfterStep,
+			Err: fmt.Errorf("detach of %s (%s) succeeded, but the agent of %s still has its symlink (to %s)", name, cid, vm, target)})
 	}
 }

@@ -255,3 +255,54 @@ func TestResolveInRoot(t *testing.T) {
 		t.Error("a link loop resolved")
 	}
 }
+
+// A director that reports a detach done while the agent kept the disk's
+// symlink (its unlink error swallowed) is caught right after the detach,
+// even though the quiescent links check would excuse an agent fault on
+// that VM. The planted bug puts the symlink back after the detach.
+func TestDetachLinkCheckCatchesAKeptSymlink(t *testing.T) {
+	kept := map[string]map[string]string{} // VM root → its symlinks after the provide
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Ops: controlOps(t, "c0 provide disk=d vm=0", "c0 detach disk=d"),
+		Scripted: true, SkipLinearizability: true}
+	run := func(plant bool) *Outcome {
+		cfg.tamper = tamper{afterOp: func(w *World, o Op) {
+			st, err := w.Cloud.State(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, vm := range st.VMs {
+				switch {
+				case o.Kind == OpProvide:
+					kept[vm.Root] = w.readLinks(vm.Root)
+				case o.Kind == OpDetach && plant:
+					r, err := w.Cloud.Files().Open(vm.Root)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for cid, target := range kept[vm.Root] {
+						if err := r.Symlink(target, agent.DynamicDiskLink(cid), vmroot.SymlinkAtomic); err != nil {
+							t.Fatal(err)
+						}
+					}
+					r.Close()
+				}
+			}
+		}}
+		return Simulate(cfg)
+	}
+	if o := run(false); o.Err != nil {
+		t.Fatalf("provide then detach, nothing planted: %v", o.Err)
+	}
+	n := 0
+	for _, l := range kept {
+		n += len(l)
+	}
+	if n != 1 {
+		t.Fatalf("the provide left %d symlinks, want 1: %v", n, kept)
+	}
+	o := run(true)
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvLinks || v.Phase != AfterStep || !strings.Contains(v.Err.Error(), "still has its symlink") {
+		t.Fatalf("detach reported done with the symlink kept: got %v, want %s after the step", o.Err, InvLinks)
+	}
+}

@@ -141,14 +141,18 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 			quirk = fmt.Sprintf("agent %s: %s", id, w.quirks[id])
 		}
 	}
+	var goneVM string
 	for _, vm := range slices.Sorted(maps.Keys(w.goneVMs)) {
-		if quirk == "" && strings.Contains(errText, vm) {
-			quirk = fmt.Sprintf("VM %s was deleted by a delete_vm whose success the Director never heard of (a lost response or a crash)", vm)
+		if goneVM == "" && strings.Contains(errText, vm) {
+			goneVM = vm
 		}
 	}
 	w.mu.Unlock()
 	if quirk != "" {
 		return explanation{outcome: diskmodel.Failed, why: quirk}
+	}
+	if goneVM != "" {
+		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("VM %s was deleted by a delete_vm whose success the Director never heard of (a lost response or a crash)", goneVM)}
 	}
 	for _, f := range fired {
 		persistent := f.f.Kind.Seam() == faults.SeamVM

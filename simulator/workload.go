@@ -449,6 +449,9 @@ type workloadRun struct {
 	spans  []span         // guarded by mu; every operation called, in call order
 	busy   int            // guarded by mu; the spans not done
 	late   []string       // guarded by mu; provides and attaches that outlasted their client's wait
+	// links maps a disk name to where its last OK provide or attach
+	// linked it, while no other operation on it ended since; guarded by mu.
+	links map[string]diskLink
 
 	promises   promises // guarded by promisesMu; the workload's promises so far (lastOK)
 	promisesMu sync.Mutex
@@ -460,6 +463,35 @@ func (r *workloadRun) givenTasks() []GivenTask {
 	defer r.mu.Unlock()
 	return slices.Clone(r.given)
 }
+
+// noteLink updates links with what op o learned, and answers where the
+// name's disk was linked before. A provide or attach whose success
+// checkProvideLink judged (at is the VM the IaaS has the disk attached to,
+// "" if none was judged) records it; any other operation forgets the name,
+// and a VM operation every name: a detach that failed after the CPI
+// detached may leave the agent's symlink (the task says so), and the next
+// detach finds the disk detached and answers OK.
+func (r *workloadRun) noteLink(o Op, cid, at string) (diskLink, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.links == nil {
+		r.links = map[string]diskLink{}
+	}
+	was, known := r.links[o.Disk]
+	switch {
+	case !o.Kind.hasDisk():
+		clear(r.links)
+	case at != "":
+		r.links[o.Disk] = diskLink{cid: cid, vm: at}
+	default:
+		delete(r.links, o.Disk)
+	}
+	return was, known
+}
+
+// diskLink is a disk's CID and the VM the IaaS had it attached to when a
+// provide or attach of it succeeded.
+type diskLink struct{ cid, vm string }
 
 // latestCall is the id of the last operation called on the disk name.
 func (r *workloadRun) latestCall(name string) int {
@@ -604,11 +636,17 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 	if f := w.cfg.tamper.afterOp; f != nil {
 		f(w, o)
 	}
+	at := ""
 	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.latestCall(o.Disk) == ids[0] && !r.history.OthersRunning(ids[0]) {
 		// No operation on the name began since, and none called before
 		// is still running (a recreate of the VM queued behind it that
 		// re-attaches the disk): the state is this provide's.
-		w.checkProvideLink(o.Kind, o.Disk, res.cid)
+		at = w.checkProvideLink(o.Kind, o.Disk, res.cid)
+	}
+	if was, ok := r.noteLink(o, res.cid, at); ok && o.Kind == OpDetach && res.outcome == diskmodel.OK &&
+		r.latestCall(o.Disk) == ids[0] && !r.history.OthersRunning(ids[0]) {
+		// As for a provide: the state is this detach's.
+		w.checkDetachLink(o.Disk, was.cid, was.vm)
 	}
 	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid}
 	switch {
