@@ -56,6 +56,10 @@ const (
 	// InvLinearizable: the dynamic-disk API history is linearizable per
 	// disk name (porcupine, diskmodel).
 	InvLinearizable = "linearizable-dynamic-disk-api"
+	// InvAgentBoots: every VM's agent starts from its metadata and
+	// registry (the world's health: a VM whose agent cannot boot stops the
+	// run).
+	InvAgentBoots = "agent-boots"
 )
 
 // Race is one upstream race (docs/upstream.md): the director knob that

@@ -826,7 +826,7 @@ func (h *vmHooks) boot(bi fakeiaas.BootInfo, gen int) {
 		DeviceTimeout: 5 * time.Second, Fetcher: h.fetch, Transport: w.mb, Runtime: w.s, Mode: mode,
 	})
 	if err != nil {
-		w.addViolation(&Violation{Invariant: "agent-boots", Phase: AfterStep, Err: fmt.Errorf("VM %s: %w", bi.VMCID, err)})
+		w.addViolation(&Violation{Invariant: InvAgentBoots, Phase: AfterStep, Err: fmt.Errorf("VM %s: %w", bi.VMCID, err)})
 		return
 	}
 	h.mu.Lock()
