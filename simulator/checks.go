@@ -115,6 +115,9 @@ type View struct {
 	// the VM's root, reaches that disk's bytes (the device the IaaS
 	// attached for it); false for a dangling link or one to another disk.
 	LinkOK map[string]map[string]bool
+	// LinkDirs maps VM CID → the mode of its dynamic disks directory
+	// (/var/vcap/data/dynamic_disks), for each VM root that has one.
+	LinkDirs map[string]fs.FileMode
 	// Excused are the agent IDs whose agent or messages had a fault.
 	Excused map[string]bool
 	// LostDisks are disk CIDs made by a create_disk whose response was lost.
@@ -147,6 +150,9 @@ type Promise struct {
 	CID string
 	// Reattached counts the recreates that re-attached the disk since.
 	Reattached int
+	// Meta is the metadata serial the operation sent (OpMetadata), 0 for
+	// none.
+	Meta int
 }
 
 // SafetyView is the part of View the after-step checks need.
@@ -183,7 +189,11 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 	v.Given = given
 	v.Links = map[string]map[string]string{}
 	v.LinkOK = map[string]map[string]bool{}
+	v.LinkDirs = map[string]fs.FileMode{}
 	for _, vm := range v.IaaS.VMs {
+		if mode, ok := w.linkDirMode(vm.Root); ok {
+			v.LinkDirs[vm.CID.String()] = mode
+		}
 		links := w.readLinks(vm.Root)
 		v.Links[vm.CID.String()] = links
 		ok := map[string]bool{}
@@ -250,6 +260,25 @@ func (w *World) readLinks(root string) map[string]string {
 		}
 	}
 	return out
+}
+
+// linkDirPerm is the dynamic disks directory's mode, as upstream's agent
+// makes it (SetupDataDir, persistentDiskPermissions).
+const linkDirPerm fs.FileMode = 0o700
+
+// linkDirMode is the mode of the dynamic disks directory in a VM root, if
+// there is one (not followed if it is a symlink).
+func (w *World) linkDirMode(root string) (fs.FileMode, bool) {
+	r, err := w.Cloud.Files().Open(root)
+	if err != nil {
+		return 0, false
+	}
+	defer r.Close()
+	fi, err := r.Lstat(path.Dir(agent.DynamicDiskLink("x")))
+	if err != nil {
+		return 0, false
+	}
+	return fi.Mode(), true
 }
 
 // lastOK maps each disk name whose last operation (by call) is an OK
@@ -347,7 +376,7 @@ func promiseOf(ops []porcupine.Operation) (Promise, bool) {
 		}
 		return Promise{}, false
 	}
-	return Promise{Instance: in.VM, CID: o.CID, Reattached: len(ops) - 1 - i}, true
+	return Promise{Instance: in.VM, CID: o.CID, Reattached: len(ops) - 1 - i, Meta: in.Meta}, true
 }
 
 // linkReachesDisk reports whether the dynamic disk symlink for cid in a VM
@@ -532,6 +561,7 @@ func checkRecords(v View) error {
 				name, p.CID, d.VMCID, p.Instance, vmOf(id), why))
 		}
 	}
+	bad = append(bad, checkDiskContents(v, iaas)...)
 	if len(bad) > 0 {
 		return errors.New(strings.Join(bad, "; "))
 	}
@@ -583,6 +613,10 @@ func checkLinks(v View) error {
 			if !slices.ContainsFunc(vm.Disks, func(x cpiv2.DiskCID) bool { return x.String() == c }) && !excused {
 				bad = append(bad, fmt.Sprintf("%s has a symlink for %s, which the IaaS does not attach to it (dangling)", vm.CID, c))
 			}
+		}
+		if mode, ok := v.LinkDirs[vm.CID.String()]; ok && (!mode.IsDir() || mode.Perm() != linkDirPerm) {
+			bad = append(bad, fmt.Sprintf("%s: its agent's %s is %v, want a directory of mode %v (only root reads which device each disk is)",
+				vm.CID, path.Dir(agent.DynamicDiskLink("x")), mode, fs.ModeDir|linkDirPerm))
 		}
 	}
 	if len(bad) > 0 {

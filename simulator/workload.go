@@ -76,7 +76,22 @@ type Op struct {
 	// Reattach: a recreate that re-attaches the instance's dynamic disks to
 	// its new VM (reattach_dynamic_disks); text form "reattach=yes".
 	Reattach bool
+	// Meta, when not 0, sends metadata with a provide, attach or create:
+	// OpMetadata(Meta); text form "meta=N".
+	Meta int
 }
+
+// OpMetadata is the metadata an operation with Meta n sends: a string, a
+// number and an object, so that the Director's tags carry values it must
+// send as their JSON text.
+func OpMetadata(n int) map[string]any {
+	if n == 0 {
+		return nil
+	}
+	return map[string]any{"set_by": "cpilab-simulate", "serial": n, "labels": map[string]any{"tier": "gold", "serial": n}}
+}
+
+func (k OpKind) hasMeta() bool { return k == OpProvide || k == OpAttach || k == OpCreate }
 
 // String is the op's text form.
 func (o Op) String() string {
@@ -102,6 +117,9 @@ func (o Op) String() string {
 	}
 	if o.Reattach {
 		b.WriteString(" reattach=yes")
+	}
+	if o.Meta != 0 {
+		fmt.Fprintf(&b, " meta=%d", o.Meta)
 	}
 	return b.String()
 }
@@ -154,6 +172,10 @@ func ParseOp(line string) (Op, error) {
 				err = fmt.Errorf("reattach=%q: want yes or no", v)
 			}
 			o.Reattach = v == "yes"
+		case "meta":
+			if o.Meta, err = strconv.Atoi(v); err == nil && o.Meta <= 0 {
+				err = fmt.Errorf("meta=%q: want a positive number", v)
+			}
 		default:
 			err = fmt.Errorf("unknown key %q", k)
 		}
@@ -166,6 +188,9 @@ func ParseOp(line string) (Op, error) {
 	}
 	if o.Reattach && o.Kind != OpRecreate {
 		return Op{}, fmt.Errorf("op %q: reattach=yes is for recreate only", line)
+	}
+	if o.Meta != 0 && !o.Kind.hasMeta() {
+		return Op{}, fmt.Errorf("op %q: meta=N is for provide, attach and create only", line)
 	}
 	return o, nil
 }
@@ -277,6 +302,14 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 			ops[i].Reattach = re.IntN(2) == 0
 		}
 	}
+	// A third of the provides, attaches and creates send metadata, on a
+	// stream of its own too.
+	meta := rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/metadata")))
+	for i := range ops {
+		if ops[i].Kind.hasMeta() && meta.IntN(3) == 0 {
+			ops[i].Meta = 1 + meta.IntN(999)
+		}
+	}
 	return ops, nil
 }
 
@@ -364,15 +397,17 @@ func (w *World) submit(o Op) (opResult, int64) {
 	var err error
 	switch o.Kind {
 	case OpProvide:
-		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst,
+			Metadata: OpMetadata(o.Meta)})
 	case OpDetach:
 		id, err = d.DetachDynamicDisk(directorUser, o.Disk)
 	case OpDelete:
 		id, err = d.DeleteDynamicDisk(directorUser, o.Disk)
 	case OpAttach:
-		id, err = d.AttachDynamicDisk(directorUser, director.AttachRequest{DiskName: o.Disk, InstanceID: inst})
+		id, err = d.AttachDynamicDisk(directorUser, director.AttachRequest{DiskName: o.Disk, InstanceID: inst, Metadata: OpMetadata(o.Meta)})
 	case OpCreate:
-		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst})
+		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst,
+			Metadata: OpMetadata(o.Meta)})
 	case OpSilence:
 		if _, agentID, err := w.instanceVM(inst); err == nil && agentID != "" {
 			w.mu.Lock()
@@ -547,15 +582,15 @@ func (r *workloadRun) runOne(o Op) {
 	}
 	switch o.Kind {
 	case OpProvide:
-		call(diskmodel.Input{Kind: diskmodel.Provide, Disk: o.Disk, VM: label})
+		call(diskmodel.Input{Kind: diskmodel.Provide, Disk: o.Disk, VM: label, Meta: o.Meta})
 	case OpDetach:
 		call(diskmodel.Input{Kind: diskmodel.Detach, Disk: o.Disk})
 	case OpDelete:
 		call(diskmodel.Input{Kind: diskmodel.Delete, Disk: o.Disk})
 	case OpCreate:
-		call(diskmodel.Input{Kind: diskmodel.Create, Disk: o.Disk})
+		call(diskmodel.Input{Kind: diskmodel.Create, Disk: o.Disk, Meta: o.Meta})
 	case OpAttach:
-		call(diskmodel.Input{Kind: diskmodel.Attach, Disk: o.Disk, VM: label})
+		call(diskmodel.Input{Kind: diskmodel.Attach, Disk: o.Disk, VM: label, Meta: o.Meta})
 	case OpRecreate, OpStopHard, OpDeleteVM:
 		kind := diskmodel.Evict
 		if o.Reattach {

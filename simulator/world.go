@@ -273,6 +273,7 @@ func (w *World) startDirector() error {
 	d, err := director.New(director.Config{
 		Runtime: w.s, Store: director.GuardedStore(w.Store, func() { w.checkAlive(gen) }), CPI: &faultCPI{w: w, gen: gen},
 		Agents: &genAgents{w: w, gen: gen}, Inventory: inventory{w.Cloud}, UUID: fmt.Sprintf("director-%d", gen), Knobs: w.knobs,
+		Name:         DirectorName,
 		AgentTimeout: 30 * time.Second, AgentPingTimeout: 5 * time.Second, VMLockTimeout: 60 * time.Second,
 		LockLease: w.cfg.LockLease, DynamicDiskWorkers: w.cfg.DiskWorkers,
 	})
@@ -425,7 +426,7 @@ vm_types:
 disk_types:
 - name: small
   disk_size: 4
-  cloud_properties: {}
+  cloud_properties: {type: fast, iops: 3000, encrypted: true, tags: {tier: gold}}
 networks:
 - name: default
   type: dynamic
@@ -452,6 +453,10 @@ instance_groups:
 
 // DiskPool is the disk pool the workloads provide from.
 const DiskPool = "small"
+
+// DirectorName is the simulated Director's name, which it tags disk
+// metadata with.
+const DirectorName = "cpilab-sim"
 
 func (w *World) deploy() error {
 	image := filepath.Join(w.cfg.DataDir, "stemcell.img")

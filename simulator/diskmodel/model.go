@@ -50,6 +50,9 @@ type Input struct {
 	Disk string
 	// VM is the instance for Provide and Attach.
 	VM string
+	// Meta, when not 0, is the metadata the operation sent (the
+	// workload's serial for it); the model does not look at it.
+	Meta int
 }
 
 // String is "provide(disk, vm)" or "detach(disk)".

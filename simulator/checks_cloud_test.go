@@ -1,0 +1,157 @@
+package simulator
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/cpilab/cpilab/agent"
+	"github.com/cpilab/cpilab/cpiv2"
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/fakeiaas"
+)
+
+// The records check compares what each disk was made with and carries:
+// each planted difference between the cloud, the API and the workload's
+// request is named; the honest state is clean.
+func TestDiskContentsCheck(t *testing.T) {
+	const cid = "disk-1"
+	deployment := "sim"
+	honestProps := `{"encrypted":true,"iops":3000,"name":"d","tags":{"tier":"gold"},"type":"fast"}`
+	honest := func() (View, map[string]fakeiaas.Disk) {
+		sent := jsonValue(OpMetadata(7)).(map[string]any)
+		v := View{
+			Disks:  []director.DiskInfo{{Name: "d", CID: cid, Deployment: &deployment, DiskPoolName: DiskPool, SizeMiB: WorkloadDiskMiB, Metadata: sent}},
+			LastOK: map[string]Promise{"d": {Instance: "i0", CID: cid, Meta: 7}},
+		}
+		d := fakeiaas.Disk{CID: cpiv2.MustCID[cpiv2.DiskKind](cid), SizeMiB: WorkloadDiskMiB, CloudProperties: json.RawMessage(honestProps),
+			Locality: cpiv2.MustCID[cpiv2.VMKind]("vm-1"),
+			Metadata: cpiv2.Metadata{"director": DirectorName, "deployment": deployment, "set_by": "cpilab-simulate", "serial": "7",
+				"labels": `{"serial":7,"tier":"gold"}`}}
+		return v, map[string]fakeiaas.Disk{cid: d}
+	}
+	v, iaas := honest()
+	if bad := checkDiskContents(v, iaas); len(bad) != 0 {
+		t.Fatalf("the honest state: %v", bad)
+	}
+	for _, c := range []struct {
+		name  string
+		plant func(v *View, d *fakeiaas.Disk)
+		want  string
+	}{
+		{"the disk type's cloud properties dropped", func(v *View, d *fakeiaas.Disk) { d.CloudProperties = json.RawMessage(`{"name":"d"}`) }, "create_disk was given cloud_properties"},
+		{"the name left out", func(v *View, d *fakeiaas.Disk) {
+			d.CloudProperties = json.RawMessage(`{"encrypted":true,"iops":3000,"tags":{"tier":"gold"},"type":"fast"}`)
+		}, "create_disk was given cloud_properties"},
+		{"the properties nested under a key", func(v *View, d *fakeiaas.Disk) {
+			d.CloudProperties = json.RawMessage(`{"name":"d","cloud_properties":{"encrypted":true,"iops":3000,"tags":{"tier":"gold"},"type":"fast"}}`)
+		}, "create_disk was given cloud_properties"},
+		{"no VM for locality", func(v *View, d *fakeiaas.Disk) { d.Locality = cpiv2.VMCID{} }, "no VM for locality"},
+		{"an unknown disk pool listed", func(v *View, d *fakeiaas.Disk) { v.Disks[0].DiskPoolName = "large" }, "which the cloud config does not have"},
+		{"the API lists no metadata", func(v *View, d *fakeiaas.Disk) { v.Disks[0].Metadata = map[string]any{} }, "lists metadata {}"},
+		{"the API lists older metadata", func(v *View, d *fakeiaas.Disk) {
+			v.Disks[0].Metadata = jsonValue(OpMetadata(6)).(map[string]any)
+		}, "lists metadata"},
+		{"the cloud never got the metadata", func(v *View, d *fakeiaas.Disk) { d.Metadata = nil }, "tag deployment is absent"},
+		{"the director tag missing", func(v *View, d *fakeiaas.Disk) { delete(d.Metadata, "director") }, "tag director is absent"},
+		{"the deployment tag wrong", func(v *View, d *fakeiaas.Disk) { d.Metadata["deployment"] = "other" }, `tag deployment is "other"`},
+		{"a number sent as Go prints it", func(v *View, d *fakeiaas.Disk) { d.Metadata["serial"] = "7.0" }, `tag serial is "7.0"`},
+		{"an object sent as Go prints it", func(v *View, d *fakeiaas.Disk) { d.Metadata["labels"] = "map[serial:7 tier:gold]" }, `tag labels is "map[serial:7 tier:gold]"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v, iaas := honest()
+			d := iaas[cid]
+			d.Metadata = maps.Clone(d.Metadata)
+			c.plant(&v, &d)
+			iaas[cid] = d
+			bad := checkDiskContents(v, iaas)
+			if len(bad) == 0 || !strings.Contains(strings.Join(bad, "; "), c.want) {
+				t.Fatalf("got %q, want a finding containing %q", bad, c.want)
+			}
+		})
+	}
+	// Without metadata sent, none is asked of the disk.
+	v, iaas = honest()
+	v.LastOK["d"] = Promise{Instance: "i0", CID: cid}
+	d := iaas[cid]
+	d.Metadata = nil
+	iaas[cid] = d
+	if bad := checkDiskContents(v, iaas); len(bad) != 0 {
+		t.Fatalf("no metadata sent: %v", bad)
+	}
+}
+
+// End to end: a provide with metadata on the reference Director is clean;
+// the same run with the cloud's tags changed behind the Director's back
+// fails director-records-match-iaas naming the tag.
+func TestMetadataPromiseEndToEnd(t *testing.T) {
+	ops := controlOps(t, "c0 provide disk=d vm=0 meta=7")
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Ops: ops, Scripted: true, SkipLinearizability: true}
+	if o := Simulate(cfg); o.Err != nil {
+		t.Fatalf("the reference Director: %v", o.Err)
+	}
+	changed := 0
+	cfg.tamper.afterOp = func(w *World, o Op) {
+		st, err := w.Cloud.State(context.Background())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, d := range st.Disks {
+			meta := maps.Clone(d.Metadata)
+			meta["serial"] = "8"
+			if err := w.Cloud.SetDiskMetadata(context.Background(), d.CID, meta); err != nil {
+				t.Error(err)
+			}
+			changed++
+		}
+	}
+	o := Simulate(cfg)
+	if changed != 1 {
+		t.Fatalf("changed the tags of %d disks, want 1", changed)
+	}
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvRecords || !strings.Contains(v.Err.Error(), `tag serial is "8"`) {
+		t.Fatalf("tags changed behind the Director's back: got %v, want %s naming the tag", o.Err, InvRecords)
+	}
+}
+
+// An agent that leaves its dynamic disks directory readable by all: the
+// links are right, the directory's mode is not. agent-links-match-iaas
+// fires at quiescence; the honest run is clean.
+func TestLinkDirModeCheck(t *testing.T) {
+	ops := controlOps(t, "c0 provide disk=d vm=0")
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Ops: ops, Scripted: true, SkipLinearizability: true}
+	if o := Simulate(cfg); o.Err != nil {
+		t.Fatalf("the reference agent: %v", o.Err)
+	}
+	opened := 0
+	cfg.tamper.afterOp = func(w *World, o Op) {
+		st, err := w.Cloud.State(context.Background())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, vm := range st.VMs {
+			r, err := w.Cloud.Files().Open(vm.Root)
+			if err != nil {
+				continue
+			}
+			if err := r.ChmodDir(path.Dir(agent.DynamicDiskLink("x")), 0o755); err == nil {
+				opened++
+			}
+			r.Close()
+		}
+	}
+	o := Simulate(cfg)
+	if opened == 0 {
+		t.Fatal("no VM had a dynamic disks directory to open up")
+	}
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvLinks || !strings.Contains(v.Err.Error(), "want a directory of mode drwx------") {
+		t.Fatalf("a dynamic disks directory of mode 0755: got %v, want %s naming the mode", o.Err, InvLinks)
+	}
+}
