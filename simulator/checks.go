@@ -108,6 +108,8 @@ type View struct {
 	// InstanceIDs are the deployment's instance IDs by index (what
 	// InstanceLabel numbers).
 	InstanceIDs []string
+	// Deployment is the deployment the workload works in.
+	Deployment string
 	// Links maps VM CID → disk CID → symlink target (in-guest), for every
 	// IaaS VM, read from the VM's root.
 	Links map[string]map[string]string
@@ -213,6 +215,7 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 // and instances, and the workload's promises.
 func (w *World) recordsView(v View, promised map[string]Promise) View {
 	v.InstanceIDs = slices.Clone(w.Instances)
+	v.Deployment = w.Deployment
 	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
 	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
 		insErr = nil // the deployment was deleted: no instances

@@ -68,6 +68,7 @@ func jsonValue(v any) any {
 // was made with and carries; iaas is the oracle's disks by CID.
 func checkDiskContents(v View, iaas map[string]fakeiaas.Disk) []string {
 	var bad []string
+	ins := instanceByName(v.Instances)
 	listed := map[string]int{}
 	for i, dd := range v.Disks {
 		listed[dd.Name] = i
@@ -94,6 +95,12 @@ func checkDiskContents(v View, iaas map[string]fakeiaas.Disk) []string {
 		}
 		if d.Locality.IsZero() {
 			bad = append(bad, fmt.Sprintf("%s (%s): create_disk was given no VM for locality", dd.Name, dd.CID))
+		}
+		if v.Deployment != "" && (dd.Deployment == nil || *dd.Deployment != v.Deployment) {
+			bad = append(bad, fmt.Sprintf("%s (%s): GET /dynamic_disks lists deployment %s; the workload made it in %q", dd.Name, dd.CID, strOrNull(dd.Deployment), v.Deployment))
+		}
+		if in, ok := ins[dd.InstanceName()]; ok && strOrNull(in.AZ) != strOrNull(dd.AZ) {
+			bad = append(bad, fmt.Sprintf("%s (%s): GET /dynamic_disks lists it in AZ %s, attached to instance %s of AZ %s", dd.Name, dd.CID, strOrNull(dd.AZ), dd.InstanceName(), strOrNull(in.AZ)))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(v.LastOK)) {
@@ -138,6 +145,13 @@ func mustJSON(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+func strOrNull(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return strconv.Quote(*s)
 }
 
 func quoteOrAbsent(s string, ok bool) string {

@@ -19,13 +19,16 @@ import (
 // request is named; the honest state is clean.
 func TestDiskContentsCheck(t *testing.T) {
 	const cid = "disk-1"
-	deployment := "sim"
+	deployment, az, inst := "sim", "z1", "worker/i-0"
 	honestProps := `{"encrypted":true,"iops":3000,"name":"d","tags":{"tier":"gold"},"type":"fast"}`
 	honest := func() (View, map[string]fakeiaas.Disk) {
 		sent := jsonValue(OpMetadata(7)).(map[string]any)
 		v := View{
-			Disks:  []director.DiskInfo{{Name: "d", CID: cid, Deployment: &deployment, DiskPoolName: DiskPool, SizeMiB: WorkloadDiskMiB, Metadata: sent}},
-			LastOK: map[string]Promise{"d": {Instance: "i0", CID: cid, Meta: 7}},
+			Disks: []director.DiskInfo{{Name: "d", CID: cid, Deployment: &deployment, Instance: &inst, AZ: &az, DiskPoolName: DiskPool,
+				SizeMiB: WorkloadDiskMiB, Metadata: sent}},
+			Instances:  []director.InstanceInfo{{Job: "worker", ID: "i-0", AZ: &az}},
+			Deployment: deployment,
+			LastOK:     map[string]Promise{"d": {Instance: "i0", CID: cid, Meta: 7}},
 		}
 		d := fakeiaas.Disk{CID: cpiv2.MustCID[cpiv2.DiskKind](cid), SizeMiB: WorkloadDiskMiB, CloudProperties: json.RawMessage(honestProps),
 			Locality: cpiv2.MustCID[cpiv2.VMKind]("vm-1"),
@@ -49,6 +52,8 @@ func TestDiskContentsCheck(t *testing.T) {
 		{"the properties nested under a key", func(v *View, d *fakeiaas.Disk) {
 			d.CloudProperties = json.RawMessage(`{"name":"d","cloud_properties":{"encrypted":true,"iops":3000,"tags":{"tier":"gold"},"type":"fast"}}`)
 		}, "create_disk was given cloud_properties"},
+		{"another deployment listed", func(v *View, d *fakeiaas.Disk) { other := "other"; v.Disks[0].Deployment = &other }, `lists deployment "other"`},
+		{"no AZ listed for an attached disk", func(v *View, d *fakeiaas.Disk) { v.Disks[0].AZ = nil }, "lists it in AZ null, attached to instance worker/i-0 of AZ \"z1\""},
 		{"no VM for locality", func(v *View, d *fakeiaas.Disk) { d.Locality = cpiv2.VMCID{} }, "no VM for locality"},
 		{"an unknown disk pool listed", func(v *View, d *fakeiaas.Disk) { v.Disks[0].DiskPoolName = "large" }, "which the cloud config does not have"},
 		{"the API lists no metadata", func(v *View, d *fakeiaas.Disk) { v.Disks[0].Metadata = map[string]any{} }, "lists metadata {}"},
