@@ -143,10 +143,11 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 	}
 	var goneVM string
 	for _, vm := range slices.Sorted(maps.Keys(w.goneVMs)) {
-		if goneVM == "" && strings.Contains(errText, vm) {
+		if agent := w.vmAgents[vm]; goneVM == "" && (strings.Contains(errText, vm) || agent != "" && strings.Contains(errText, agent)) {
 			goneVM = vm
 		}
 	}
+	vmAgents := maps.Clone(w.vmAgents)
 	w.mu.Unlock()
 	if quirk != "" {
 		return explanation{outcome: diskmodel.Failed, why: quirk}
@@ -155,13 +156,20 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("VM %s was deleted by a delete_vm whose success the Director never heard of (a lost response or a crash)", goneVM)}
 	}
 	for _, f := range fired {
+		// A VM's fault (an old agent, a VM that restarts on attach) lasts
+		// as long as the VM; an agent's request fault (unresponsive,
+		// restarted) excuses what names that agent while its effects last
+		// (faultReach past its end), not for the rest of the run: an agent
+		// that fails a request long after it came back is not explained by
+		// having once been away.
 		persistent := f.f.Kind.Seam() == faults.SeamVM
-		if f.agent != "" && strings.Contains(errText, f.agent) && (persistent || !f.at.After(ret)) {
+		lasting := !f.at.After(ret) && f.at.Add(f.f.Duration+faultReach).After(call)
+		if f.agent != "" && strings.Contains(errText, f.agent) && (persistent || lasting) {
 			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on agent %s", f.f, f.agent)}
 		}
 	}
-	if f, ok := faultInFlight(fired, call, ret); ok {
-		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v while in flight", f.f)}
+	if f, ok := faultOnPath(fired, vmAgents, o, errText, call, ret); ok {
+		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on its path while in flight", f.f)}
 	}
 	if res.task == 0 && crashes > 0 && errText == "director down" {
 		return explanation{outcome: diskmodel.Failed, why: "the director had crashed"}
@@ -261,6 +269,32 @@ func (r *workloadRun) checkExplained(self int, o Op, res opResult, call, ret tim
 func faultInFlight(fired []firedFault, call, ret time.Time) (firedFault, bool) {
 	for _, f := range fired {
 		if !f.at.After(ret) && f.at.Add(f.f.Duration+faultReach).After(call) {
+			return f, true
+		}
+	}
+	return firedFault{}, false
+}
+
+// faultOnPath is a fault that fired while the operation was in flight, or
+// before it by no more than the fault's duration and faultReach, and lies
+// on its path: a Director crash or a cloud outage (every operation's path),
+// or a fault on an agent, VM (or the VM's agent) or disk the failure's
+// error names, or on the create_disk of the operation's disk name. A fault elsewhere in the cloud
+// at the same time explains nothing: with the default faults some fault
+// fires every few seconds somewhere, and a window alone would excuse
+// almost any failure.
+func faultOnPath(fired []firedFault, vmAgents map[string]string, o Op, errText string, call, ret time.Time) (firedFault, bool) {
+	for _, f := range fired {
+		if f.at.After(ret) || !f.at.Add(f.f.Duration+faultReach).After(call) {
+			continue
+		}
+		switch {
+		case f.f.Kind == faults.DirectorCrash, f.f.Kind == faults.CPIOutage,
+			f.agent != "" && strings.Contains(errText, f.agent),
+			f.on.vm != "" && strings.Contains(errText, f.on.vm),
+			f.on.vm != "" && vmAgents[f.on.vm] != "" && strings.Contains(errText, vmAgents[f.on.vm]),
+			f.on.disk != "" && strings.Contains(errText, f.on.disk),
+			f.on.name != "" && f.on.name == o.Disk:
 			return f, true
 		}
 	}

@@ -157,6 +157,7 @@ type World struct {
 	// crashed before it returned): the Director still holds them as its
 	// instances' VMs, and a later call on one fails with VMNotFound.
 	goneVMs     map[string]bool
+	vmAgents    map[string]string    // VM CID → the agent ID create_vm was given
 	oldAgents   map[string]bool      // agent IDs drawn to run an old agent
 	restartVMs  map[string]bool      // agent IDs whose VM restarts on attach
 	quirks      map[string]string    // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
@@ -220,7 +221,7 @@ func NewWorld(cfg WorldConfig) (*World, error) {
 	}
 	s := cfg.Sim
 	w := &World{cfg: cfg, s: s, knobs: knobs, never: rt.NewEvent(s), vmFaultsOn: cfg.Faults != nil,
-		latency: s.Rand("world/latency"), excused: map[string]bool{}, lostDisks: map[string]bool{}, goneVMs: map[string]bool{},
+		latency: s.Rand("world/latency"), excused: map[string]bool{}, lostDisks: map[string]bool{}, goneVMs: map[string]bool{}, vmAgents: map[string]string{},
 		oldAgents: map[string]bool{}, restartVMs: map[string]bool{}, quirks: map[string]string{}, silentUntil: map[string]time.Time{}}
 	w.mb = mbus.NewMemory(s)
 	w.mb.SetFault(w.mbusFault)
@@ -383,7 +384,7 @@ func (w *World) Heal() {
 }
 
 func (w *World) next(seam faults.Seam, name string) []faults.Fault {
-	return w.nextFor(seam, name, "")
+	return w.nextOn(seam, name, "", faultSubject{})
 }
 
 // firedFault is a fault that fired: when, and the agent it concerns ("" for
@@ -392,10 +393,23 @@ type firedFault struct {
 	f     faults.Fault
 	at    time.Time
 	agent string
+	// on is what a CPI call's fault concerns: its VM CID, disk CID, and
+	// for create_disk the disk's name (each "" when the call has none).
+	on faultSubject
 }
+
+// faultSubject is what a CPI call concerns, for explaining a failure by a
+// fault on its path (explain.go faultOnPath).
+type faultSubject struct{ vm, disk, name string }
 
 // nextFor is next for an operation that concerns agent agentID.
 func (w *World) nextFor(seam faults.Seam, name, agentID string) []faults.Fault {
+	return w.nextOn(seam, name, agentID, faultSubject{})
+}
+
+// nextOn is next for an operation that concerns agent agentID and the
+// CPI call's subject on.
+func (w *World) nextOn(seam faults.Seam, name, agentID string, subject faultSubject) []faults.Fault {
 	w.mu.Lock()
 	on := w.faultsOn || (seam == faults.SeamVM && w.vmFaultsOn)
 	w.mu.Unlock()
@@ -407,7 +421,7 @@ func (w *World) nextFor(seam faults.Seam, name, agentID string) []faults.Fault {
 	for _, f := range fs {
 		simrt.Annotate(w.s, "fault "+f.String())
 		w.mu.Lock()
-		w.fired = append(w.fired, firedFault{f: f, at: now, agent: agentID})
+		w.fired = append(w.fired, firedFault{f: f, at: now, agent: agentID, on: subject})
 		w.mu.Unlock()
 	}
 	return fs
@@ -548,8 +562,14 @@ type faultCPI struct {
 	gen int
 }
 
-// call runs one CPI call: seam checks, gates, faults, then the call.
+// call runs one CPI call that concerns no VM or disk.
 func (c *faultCPI) call(method string, do func() error) error {
+	return c.callOn(method, faultSubject{}, do)
+}
+
+// callOn runs one CPI call: seam checks, gates, faults, then the call; on
+// says what the call concerns, for explaining a failure its fault causes.
+func (c *faultCPI) callOn(method string, on faultSubject, do func() error) error {
 	w := c.w
 	w.checkAlive(c.gen)
 	if f := w.cfg.tamper.beforeCPI; f != nil {
@@ -562,7 +582,7 @@ func (c *faultCPI) call(method string, do func() error) error {
 	}
 	w.s.Sleep(lat)
 	var lost bool
-	fs := w.next(faults.SeamCPI, method)
+	fs := w.nextOn(faults.SeamCPI, method, "", on)
 	for _, f := range fs {
 		if f.Kind == faults.CPIOutage {
 			w.mu.Lock()
@@ -635,13 +655,18 @@ func (c *faultCPI) CreateVM(ctx context.Context, args cpiv2.CreateVMArgs) (res c
 		args.CloudProperties = cpiv2.MustCloudProps(props)
 	}
 	err = c.call(cpiv2.MethodCreateVM, func() (err error) { res, err = w.cpi.CreateVM(ctx, args); return err })
+	if !res.VMCID.IsZero() {
+		w.mu.Lock()
+		w.vmAgents[res.VMCID.String()] = args.AgentID
+		w.mu.Unlock()
+	}
 	return res, err
 }
 
 func (c *faultCPI) DeleteVM(ctx context.Context, cid cpiv2.VMCID) error {
 	defer c.w.enterVMCall(c.gen, cpiv2.MethodDeleteVM, cid.String(), "")()
 	w := c.w
-	err := c.call(cpiv2.MethodDeleteVM, func() error {
+	err := c.callOn(cpiv2.MethodDeleteVM, faultSubject{vm: cid.String()}, func() error {
 		if f := w.cfg.tamper.beforeDeleteVM; f != nil {
 			f(w, cid.String())
 		}
@@ -663,7 +688,12 @@ func (c *faultCPI) DeleteVM(ctx context.Context, cid cpiv2.VMCID) error {
 }
 
 func (c *faultCPI) CreateDisk(ctx context.Context, args cpiv2.CreateDiskArgs) (cid cpiv2.DiskCID, err error) {
-	err = c.call(cpiv2.MethodCreateDisk, func() (err error) { cid, err = c.w.cpi.CreateDisk(ctx, args); return err })
+	var props struct {
+		Name string `json:"name"`
+	}
+	_ = args.CloudProperties.As(&props)
+	err = c.callOn(cpiv2.MethodCreateDisk, faultSubject{vm: args.VMCID.String(), name: props.Name},
+		func() (err error) { cid, err = c.w.cpi.CreateDisk(ctx, args); return err })
 	var ir *cpiv2.InvalidResponseError
 	if errors.As(err, &ir) && !cid.IsZero() {
 		c.w.mu.Lock()
@@ -674,7 +704,7 @@ func (c *faultCPI) CreateDisk(ctx context.Context, args cpiv2.CreateDiskArgs) (c
 }
 
 func (c *faultCPI) DeleteDisk(ctx context.Context, cid cpiv2.DiskCID) error {
-	return c.call(cpiv2.MethodDeleteDisk, func() error {
+	return c.callOn(cpiv2.MethodDeleteDisk, faultSubject{disk: cid.String()}, func() error {
 		c.w.checkDeleteDisk(cid.String())
 		return c.w.cpi.DeleteDisk(ctx, cid)
 	})
@@ -685,7 +715,7 @@ func (c *faultCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.Di
 		vm = cpiv2.MustCID[cpiv2.VMKind](f(c.w, vm.String(), disk.String()))
 	}
 	defer c.w.enterVMCall(c.gen, cpiv2.MethodAttachDisk, vm.String(), disk.String())()
-	err = c.call(cpiv2.MethodAttachDisk, func() (err error) {
+	err = c.callOn(cpiv2.MethodAttachDisk, faultSubject{vm: vm.String(), disk: disk.String()}, func() (err error) {
 		c.w.checkAttach(vm.String(), disk.String())
 		hint, err = c.w.cpi.AttachDisk(ctx, vm, disk)
 		return err
@@ -695,20 +725,20 @@ func (c *faultCPI) AttachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.Di
 
 func (c *faultCPI) DetachDisk(ctx context.Context, vm cpiv2.VMCID, disk cpiv2.DiskCID) error {
 	defer c.w.enterVMCall(c.gen, cpiv2.MethodDetachDisk, vm.String(), disk.String())()
-	return c.call(cpiv2.MethodDetachDisk, func() error { return c.w.cpi.DetachDisk(ctx, vm, disk) })
+	return c.callOn(cpiv2.MethodDetachDisk, faultSubject{vm: vm.String(), disk: disk.String()}, func() error { return c.w.cpi.DetachDisk(ctx, vm, disk) })
 }
 
 func (c *faultCPI) SetDiskMetadata(ctx context.Context, cid cpiv2.DiskCID, meta cpiv2.Metadata) error {
-	return c.call(cpiv2.MethodSetDiskMetadata, func() error { return c.w.cpi.SetDiskMetadata(ctx, cid, meta) })
+	return c.callOn(cpiv2.MethodSetDiskMetadata, faultSubject{disk: cid.String()}, func() error { return c.w.cpi.SetDiskMetadata(ctx, cid, meta) })
 }
 
 func (c *faultCPI) GetDisks(ctx context.Context, vm cpiv2.VMCID) (cids []cpiv2.DiskCID, err error) {
-	err = c.call(cpiv2.MethodGetDisks, func() (err error) { cids, err = c.w.cpi.GetDisks(ctx, vm); return err })
+	err = c.callOn(cpiv2.MethodGetDisks, faultSubject{vm: vm.String()}, func() (err error) { cids, err = c.w.cpi.GetDisks(ctx, vm); return err })
 	return cids, err
 }
 
 func (c *faultCPI) HasDisk(ctx context.Context, cid cpiv2.DiskCID) (ok bool, err error) {
-	err = c.call(cpiv2.MethodHasDisk, func() (err error) { ok, err = c.w.cpi.HasDisk(ctx, cid); return err })
+	err = c.callOn(cpiv2.MethodHasDisk, faultSubject{disk: cid.String()}, func() (err error) { ok, err = c.w.cpi.HasDisk(ctx, cid); return err })
 	return ok, err
 }
 
