@@ -3,6 +3,7 @@ package simulator
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -117,6 +118,12 @@ type View struct {
 	// the VM's root, reaches that disk's bytes (the device the IaaS
 	// attached for it); false for a dangling link or one to another disk.
 	LinkOK map[string]map[string]bool
+	// Unlinked are the disk names whose last disk operation (by call; VM
+	// operations aside) is a provide or attach that failed or whose
+	// outcome is unknown: it may
+	// have attached the disk and stopped before its agent linked it (a
+	// failed set_disk_metadata comes between the two, as upstream's).
+	Unlinked map[string]bool
 	// LinkDirs maps VM CID → the mode of its dynamic disks directory
 	// (/var/vcap/data/dynamic_disks), for each VM root that has one.
 	LinkDirs map[string]fs.FileMode
@@ -189,6 +196,7 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 	v := w.recordsView(w.SafetyView(), lastOK(history))
 	v.APIErr = errors.Join(v.APIErr, w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
 	v.Given = given
+	v.Unlinked = unlinkedNames(history)
 	v.Links = map[string]map[string]string{}
 	v.LinkOK = map[string]map[string]bool{}
 	v.LinkDirs = map[string]fs.FileMode{}
@@ -260,6 +268,46 @@ func (w *World) readLinks(root string) map[string]string {
 		}
 		if t, err := r.Readlink(path.Join(dir, e.Name())); err == nil {
 			out[e.Name()] = t
+		}
+	}
+	return out
+}
+
+// unlinkedNames is View.Unlinked from the history.
+func unlinkedNames(history []porcupine.Operation) map[string]bool {
+	last := map[string]porcupine.Operation{}
+	for _, op := range history {
+		in := op.Input.(diskmodel.Input)
+		if in.Kind == diskmodel.Evict || in.Kind == diskmodel.Reattach {
+			continue // a VM operation is recorded on every name, whichever instance has the disk
+		}
+		if l, ok := last[in.Disk]; !ok || op.Call >= l.Call {
+			last[in.Disk] = op
+		}
+	}
+	out := map[string]bool{}
+	for name, op := range last {
+		in := op.Input.(diskmodel.Input)
+		if in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach {
+			continue
+		}
+		if op.Output == nil || op.Output.(diskmodel.Output).Outcome != diskmodel.OK {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// cloudDiskNames maps each cloud disk's CID to the name its create_disk's
+// cloud_properties gave it (the Director passes the disk's name there).
+func cloudDiskNames(disks []fakeiaas.Disk) map[string]string {
+	out := map[string]string{}
+	for _, d := range disks {
+		var p struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(d.CloudProperties, &p) == nil && p.Name != "" {
+			out[d.CID.String()] = p.Name
 		}
 	}
 	return out
@@ -584,6 +632,7 @@ func checkLinks(v View) error {
 		promised[p.CID] = name
 	}
 	var bad []string
+	names := cloudDiskNames(v.IaaS.Disks)
 	for _, vm := range v.IaaS.VMs {
 		links := v.Links[vm.CID.String()]
 		excused := v.Excused[vm.AgentID]
@@ -596,6 +645,9 @@ func checkLinks(v View) error {
 			if !isPromised && (excused || v.Crashes > 0) {
 				continue
 			}
+			if !linked && !isPromised && v.Unlinked[names[d.String()]] {
+				continue // the last provide or attach of its name stopped before the agent linked it
+			}
 			why := "no agent or mbus fault explains it"
 			if isPromised {
 				why = fmt.Sprintf("the last operation on %s, a provide or attach, succeeded", name)
@@ -604,7 +656,7 @@ func checkLinks(v View) error {
 				bad = append(bad, fmt.Sprintf("%s is attached to %s but its agent's symlink points at %s, which is not that disk's device (%s)",
 					d, vm.CID, target, why))
 			} else {
-				bad = append(bad, fmt.Sprintf("%s is attached to %s but its agent has no symlink (%s)", d, vm.CID, why))
+				bad = append(bad, fmt.Sprintf("%s (%s) is attached to %s but its agent has no symlink (%s)", d, names[d.String()], vm.CID, why))
 			}
 		}
 		var cids []string

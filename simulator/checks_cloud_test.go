@@ -8,10 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/simulator/diskmodel"
 )
 
 // The records check compares what each disk was made with and carries:
@@ -158,5 +161,33 @@ func TestLinkDirModeCheck(t *testing.T) {
 	v, ok := AsViolation(o.Err)
 	if !ok || v.Invariant != InvLinks || !strings.Contains(v.Err.Error(), "want a directory of mode drwx------") {
 		t.Fatalf("a dynamic disks directory of mode 0755: got %v, want %s naming the mode", o.Err, InvLinks)
+	}
+}
+
+// A disk left attached without its link is allowed only while its name's
+// last disk operation is a provide or attach that did not answer OK (a
+// set_disk_metadata between attach and link failed, or it timed out); VM
+// operations, recorded on every name, do not end that.
+func TestUnlinkedNames(t *testing.T) {
+	op := func(kind diskmodel.OpKind, vm string, call, ret int64, outcome diskmodel.Outcome) porcupine.Operation {
+		return porcupine.Operation{Input: diskmodel.Input{Kind: kind, Disk: "d0", VM: vm}, Call: call, Return: ret,
+			Output: diskmodel.Output{Outcome: outcome}}
+	}
+	for _, c := range []struct {
+		name string
+		ops  []porcupine.Operation
+		want bool
+	}{
+		{"a failed provide", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed)}, true},
+		{"an attach of unknown outcome", []porcupine.Operation{op(diskmodel.Attach, "i0", 1, 5, diskmodel.Unknown)}, true},
+		{"an OK provide", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.OK)}, false},
+		{"a failed provide, then an OK provide", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Provide, "i0", 6, 9, diskmodel.OK)}, false},
+		{"a failed provide, then an OK detach", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Detach, "", 6, 9, diskmodel.OK)}, false},
+		{"a failed provide, then another instance's recreate", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Reattach, "i2", 6, 9, diskmodel.OK), op(diskmodel.Evict, "i1", 10, 12, diskmodel.OK)}, true},
+		{"a failed detach", []porcupine.Operation{op(diskmodel.Detach, "", 1, 5, diskmodel.Failed)}, false},
+	} {
+		if got := unlinkedNames(c.ops)["d0"]; got != c.want {
+			t.Errorf("%s: unlinked %v, want %v", c.name, got, c.want)
+		}
 	}
 }
