@@ -144,7 +144,7 @@ func (t *lockTable) renewHeld() {
 		}
 		t.mu.Unlock()
 		for _, h := range sets {
-			if _, err := h.extend(); err != nil {
+			if err := h.extend(t.r.Now().Add(t.lease)); err != nil {
 				t.mu.Lock()
 				t.lostLocked(h, err)
 				t.mu.Unlock()
@@ -278,28 +278,26 @@ func (h *heldLocks) renew() error {
 	if lost != nil {
 		return lost
 	}
-	_, err := h.extend()
-	return err
+	return h.extend(t.r.Now().Add(t.lease))
 }
 
-// extend extends the leases to now+lease and returns that expiry; it fails
-// with ErrLockLost if one expired and was taken over.
-func (h *heldLocks) extend() (time.Time, error) {
+// extend extends the leases to exp; it fails with ErrLockLost if one
+// expired and was taken over.
+func (h *heldLocks) extend(exp time.Time) error {
 	t := h.t
-	exp := t.r.Now().Add(t.lease)
 	if t.shared {
-		return exp, h.renewShared(exp)
+		return h.renewShared(exp)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, n := range h.names {
 		l, ok := t.held[n]
 		if !ok || l.owner != h.owner {
-			return exp, fmt.Errorf("%w: %s (lease of %s expired)", ErrLockLost, n, t.lease)
+			return fmt.Errorf("%w: %s (lease of %s expired)", ErrLockLost, n, t.lease)
 		}
 		l.expires = exp
 	}
-	return exp, nil
+	return nil
 }
 
 // release frees the leases still owned by h. Releasing nil does nothing.
