@@ -47,9 +47,18 @@ type Config struct {
 	// VMLockTimeout bounds waits for VM and disk-name locks. Default 60 s
 	// (upstream's VM_LOCK_TIMEOUT in dynamic-disk jobs).
 	VMLockTimeout time.Duration
-	// LockLease is how long a lock lives unless renewed; jobs renew at
-	// every step. Default 240 s (upstream's lock expiration).
+	// LockLease is how long a lock lives unless renewed. A held lock is
+	// renewed on a timer every LockLease/2 while held, as upstream's lock
+	// thread (lock.rb), and at each step of its job. Default 240 s
+	// (upstream's lock expiration).
 	LockLease time.Duration
+	// PerStepLockRenewal turns the timer renewal off: a job renews its
+	// leases only at each step and before each in-doubt disk call it makes
+	// again, as cpilab did before, so one CPI call or agent wait longer
+	// than LockLease lets another job take the lock. It is neither upstream
+	// nor the reference: it exists to show what a lapsed lease does.
+	// Default false.
+	PerStepLockRenewal bool
 	// AgentTimeout bounds wait_until_ready after create_vm and attach_disk.
 	// Default 60 s.
 	AgentTimeout time.Duration
@@ -228,6 +237,9 @@ func New(cfg Config) (*Director, error) {
 	}
 	d.locks = newLockTable(d.r, d.st, cfg.LockLease)
 	d.locks.observe = cfg.LockObserver
+	if !cfg.PerStepLockRenewal {
+		d.locks.renewEvery, d.locks.spawn = cfg.LockLease/2, d.group.Go
+	}
 	if d.cfg.Shared {
 		d.locks.shared, d.locks.owner, d.locks.poll = true, d.cfg.Owner, d.cfg.PollInterval
 	} else if err := d.recover(); err != nil {

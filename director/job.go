@@ -82,7 +82,9 @@ func (j *job) debugf(format string, args ...any) {
 	j.task.Debug = append(j.task.Debug, line)
 }
 
-// step runs fn as one event-log step, renewing the job's leases first.
+// step runs fn as one event-log step. It is a checkpoint: the job's leases
+// are renewed first, and a lease lost (one a timer renewal found lost, or
+// one expired and taken over) fails the step with ErrLockLost.
 func (j *job) step(stage, what string, fn func() error) error {
 	for _, h := range j.held {
 		if err := h.renew(); err != nil {

@@ -712,10 +712,11 @@ const InDoubtTries = 3
 // the response lost. A retry settles the outcome, since by contract it does
 // the work or reports it done.
 //
-// Each call again renews the job's leases first, as upstream's lock thread
-// renews them while the job runs (lock.rb): calls made again within one
-// step could otherwise outlast the lease and let another job take the
-// locks while the in-doubt call may still be applied.
+// Each call made again is a checkpoint: the job's leases are renewed first
+// (and a lease a timer renewal found lost fails the job), so that under
+// Config.PerStepLockRenewal too calls made again within one step never
+// outlast the lease and let another job take the locks while the in-doubt
+// call may still be applied.
 func (j *job) settle(method string, call func() error) error {
 	err := call()
 	if j.knobs().TrustCPIErrors {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cpilab/cpilab/director/store"
@@ -48,6 +49,17 @@ type lockTable struct {
 	poll    time.Duration   // shared waiters look again this often
 	observe func(LockEvent) // Config.LockObserver; nil: none
 
+	// renewEvery is how often held sets are renewed on a timer while held
+	// (LockLease/2, as upstream's lock.rb); 0: never, leases are renewed
+	// only by the jobs' checkpoints (Config.PerStepLockRenewal).
+	renewEvery time.Duration
+	// spawn starts the renewer as a logical goroutine of the director (its
+	// group), so that Close waits for it.
+	spawn    func(name string, fn func())
+	kept     map[*heldLocks]bool // guarded by mu: the sets the renewer renews
+	renewing bool                // guarded by mu: the renewer runs
+	idle     rt.Cond             // on mu: broadcast when kept becomes empty
+
 	mu   rt.Mutex
 	c    rt.Cond
 	held map[string]*lease // guarded by mu
@@ -67,9 +79,135 @@ func newLockTable(r rt.Runtime, st store.Store, leaseFor time.Duration) *lockTab
 
 // heldLocks is a set of acquired leases.
 type heldLocks struct {
-	t     *lockTable
-	names []string
-	owner string
+	t      *lockTable
+	names  []string
+	owner  string
+	taskID int64
+	lost   error // guarded by t.mu: a timer renewal found a lease lost
+}
+
+// newHeld returns the set just acquired, kept by the renewer.
+func (t *lockTable) newHeld(names []string, owner string, taskID int64) *heldLocks {
+	h := &heldLocks{t: t, names: names, owner: owner, taskID: taskID}
+	if t.renewEvery <= 0 || t.spawn == nil {
+		return h
+	}
+	t.mu.Lock()
+	if t.kept == nil {
+		t.kept, t.idle = map[*heldLocks]bool{}, t.r.NewCond(t.mu)
+	}
+	t.kept[h] = true
+	start := !t.renewing
+	t.renewing = true
+	t.mu.Unlock()
+	if start {
+		t.spawn("director/lock_renewal", t.renewHeld)
+	}
+	return h
+}
+
+// renewHeld is the renewer: while any set is held it renews every held
+// set every renewEvery, as upstream's lock thread renews its lock every
+// half lease (lock.rb), so that a job whose one step (a CPI call, an
+// agent's wait) outlasts the lease keeps its locks. It runs only while
+// some set is held (one logical goroutine, started by the first
+// acquisition after none was held), so an idle director has no timer.
+//
+// A renewal that finds a lease lost (expired and taken by another holder)
+// records it on the set and stops renewing it; the job learns it at its
+// next checkpoint (renew: each step, each in-doubt call made again) and
+// fails with ErrLockLost, where upstream marks the task cancelling and
+// the job stops at its next checkpoint. Renewals write the new expiry to
+// the store's copy too, as upstream's renewal updates the lock's row.
+func (t *lockTable) renewHeld() {
+	t.mu.Lock()
+	next := t.r.Now().Add(t.renewEvery)
+	for {
+		if len(t.kept) == 0 {
+			t.renewing = false
+			t.mu.Unlock()
+			return
+		}
+		if wait := next.Sub(t.r.Now()); wait > 0 {
+			t.idle.WaitFor(wait)
+			continue
+		}
+		next = t.r.Now().Add(t.renewEvery)
+		sets := make([]*heldLocks, 0, len(t.kept))
+		for h := range t.kept {
+			sets = append(sets, h)
+		}
+		slices.SortFunc(sets, func(a, b *heldLocks) int { return strings.Compare(a.owner, b.owner) })
+		if !t.shared {
+			t.renewLocked(sets)
+			continue
+		}
+		t.mu.Unlock()
+		for _, h := range sets {
+			if err := h.extend(t.r.Now().Add(t.lease)); err != nil {
+				t.mu.Lock()
+				t.lostLocked(h, err)
+				t.mu.Unlock()
+			}
+		}
+		t.mu.Lock()
+	}
+}
+
+// renewLocked extends the sets' leases in this process's table and writes
+// the new expiry to the store's copy (t.mu held; the store is the one
+// lock taken under it).
+func (t *lockTable) renewLocked(sets []*heldLocks) {
+	exp := t.r.Now().Add(t.lease)
+	var recs []LockRecord
+	for _, h := range sets {
+		var err error
+		for _, n := range h.names {
+			if l, ok := t.held[n]; !ok || l.owner != h.owner {
+				err = fmt.Errorf("%w: %s (lease of %s expired)", ErrLockLost, n, t.lease)
+				break
+			}
+		}
+		if err != nil {
+			t.lostLocked(h, err)
+			continue
+		}
+		for _, n := range h.names {
+			t.held[n].expires = exp
+			recs = append(recs, LockRecord{Name: n, Owner: h.owner, TaskID: h.taskID, ExpiresAt: exp})
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	_ = t.st.Update(func(tx store.Tx) error {
+		for _, rec := range recs {
+			if err := tx.Put(store.Locks, rec.Name, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// lostLocked records that a renewal found h's lease lost and stops
+// renewing h (t.mu held).
+func (t *lockTable) lostLocked(h *heldLocks, err error) {
+	if h.lost == nil {
+		h.lost = fmt.Errorf("%w (found by the lock renewal every %s)", err, t.renewEvery)
+	}
+	t.forgetLocked(h)
+}
+
+// forgetLocked stops renewing h (t.mu held).
+func (t *lockTable) forgetLocked(h *heldLocks) {
+	if !t.kept[h] {
+		return
+	}
+	delete(t.kept, h)
+	if len(t.kept) == 0 {
+		t.idle.Broadcast()
+	}
 }
 
 // acquire takes every name in names, waiting up to timeout on the runtime's
@@ -105,7 +243,7 @@ func (t *lockTable) acquire(names []string, taskID int64, timeout time.Duration)
 			t.mu.Unlock()
 			t.mirror(names, owner, taskID, exp)
 			t.notify(names, owner, taskID, true)
-			return &heldLocks{t: t, names: names, owner: owner}, nil
+			return t.newHeld(names, owner, taskID), nil
 		}
 		if !now.Before(deadline) {
 			busy := t.holdersLocked(names)
@@ -126,19 +264,32 @@ func (t *lockTable) holdersLocked(names []string) string {
 	return fmt.Sprint(out)
 }
 
-// renew extends the leases; it fails with ErrLockLost if one expired and was
-// taken over.
+// renew is a job's checkpoint: it fails with ErrLockLost if a timer
+// renewal found a lease lost or one expired and was taken over, and
+// otherwise extends the leases.
 func (h *heldLocks) renew() error {
 	if h == nil {
 		return nil
 	}
 	t := h.t
+	t.mu.Lock()
+	lost := h.lost
+	t.mu.Unlock()
+	if lost != nil {
+		return lost
+	}
+	return h.extend(t.r.Now().Add(t.lease))
+}
+
+// extend extends the leases to exp; it fails with ErrLockLost if one
+// expired and was taken over.
+func (h *heldLocks) extend(exp time.Time) error {
+	t := h.t
 	if t.shared {
-		return h.renewShared()
+		return h.renewShared(exp)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	exp := t.r.Now().Add(t.lease)
 	for _, n := range h.names {
 		l, ok := t.held[n]
 		if !ok || l.owner != h.owner {
@@ -155,6 +306,11 @@ func (h *heldLocks) release() {
 		return
 	}
 	t := h.t
+	if t.renewEvery > 0 && t.spawn != nil {
+		t.mu.Lock()
+		t.forgetLocked(h)
+		t.mu.Unlock()
+	}
 	if t.shared {
 		h.releaseShared()
 		return

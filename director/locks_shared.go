@@ -69,7 +69,7 @@ func (t *lockTable) acquireShared(names []string, taskID int64, timeout time.Dur
 		}
 		if len(busy) == 0 {
 			t.notify(names, owner, taskID, true)
-			return &heldLocks{t: t, names: names, owner: owner}, nil
+			return t.newHeld(names, owner, taskID), nil
 		}
 		if !now.Before(deadline) {
 			return nil, fmt.Errorf("%w %v within %s (held by %s)", ErrLockTimeout, names, timeout, strings.Join(busy, ", "))
@@ -84,11 +84,10 @@ func (t *lockTable) acquireShared(names []string, taskID int64, timeout time.Dur
 	}
 }
 
-// renewShared extends the lock records h still owns; ErrLockLost when one
-// was taken over.
-func (h *heldLocks) renewShared() error {
+// renewShared extends the lock records h still owns to exp; ErrLockLost
+// when one was taken over.
+func (h *heldLocks) renewShared(exp time.Time) error {
 	t := h.t
-	exp := t.r.Now().Add(t.lease)
 	return t.st.Update(func(tx store.Tx) error {
 		for _, n := range h.names {
 			var rec LockRecord

@@ -13,6 +13,7 @@ import (
 	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/fakeiaas"
+	"github.com/cpilab/cpilab/simulator/faults"
 	"github.com/cpilab/cpilab/vmroot"
 )
 
@@ -305,4 +306,43 @@ func TestDetachLinkCheckCatchesAKeptSymlink(t *testing.T) {
 	if !ok || v.Invariant != InvLinks || v.Phase != AfterStep || !strings.Contains(v.Err.Error(), "still has its symlink") {
 		t.Fatalf("detach reported done with the symlink kept: got %v, want %s after the step", o.Err, InvLinks)
 	}
+}
+
+// A director whose lock leases lapse while a job holds them is caught. The
+// slow-cpi shape's CPI calls take from half to one and a half lock lease:
+// a director that renews its leases only at job steps (the planted bug,
+// director.Config.PerStepLockRenewal) lets another job take a VM's lock
+// during one call and call the CPI on that VM at once, which the CPI-seam
+// check sees; the reference director renews every half lease and is clean
+// on the same seeds. (Other checkers may see the lapse first: the other
+// job's change shows in the records, the links or the history.)
+func TestLapsedLockLeaseIsCaught(t *testing.T) {
+	spec, err := faults.ParseSpec(ReferenceSweepFaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caught := map[string]int{} // invariant → seeds
+	for seed := Seed(1); seed <= 8; seed++ {
+		for _, perStep := range []bool{true, false} {
+			cfg := SimConfig{RunConfig: RunConfig{Seed: seed, Steps: 60, Faults: spec, Workload: WorkloadConfig{Shape: ShapeSlowCPI}},
+				SkipLinearizability: true, tamper: tamper{perStepLockRenewal: perStep}}
+			o := Simulate(cfg)
+			if !perStep {
+				if o.Err != nil {
+					t.Errorf("seed %d, the reference director (timer renewal): %v", seed, o.Err)
+				}
+				continue
+			}
+			if v, ok := AsViolation(o.Err); ok {
+				caught[v.Invariant]++
+			} else if o.Err != nil {
+				t.Errorf("seed %d, leases renewed per step only: %v; want a violation or nothing", seed, o.Err)
+			}
+		}
+	}
+	if caught[InvVMCallsSerial] == 0 {
+		t.Errorf("a director whose leases lapse mid-call was caught on none of seeds 1..8 of the slow-cpi shape by %s (caught: %v)",
+			InvVMCallsSerial, caught)
+	}
+	t.Logf("leases renewed per step only, violations on seeds 1..8: %v", caught)
 }

@@ -28,12 +28,12 @@ const (
 	// ShapeBurst: bursts of provides, attaches and detaches of one disk
 	// name on one instance by several clients at once.
 	ShapeBurst = "burst"
-	// ShapeSlowCPI: a lock lease of 2 min and CPI calls that take from a
-	// quarter to half of it, so that a job holds its locks over several
-	// leases. The lease outlasts the Director's longest wait in one step
-	// (an agent's task, 1 min): the reference Director renews its leases
-	// only between steps and calls, and a lease that lapses mid-step
-	// lets another job change what this one is changing.
+	// ShapeSlowCPI: a lock lease of 20 s and CPI calls that take from half
+	// to one and a half of it, so that a job holds its locks over several
+	// leases and one CPI call (or an agent wait, up to 30 s) may outlast a
+	// lease: only the Director's timer renewal (every lease/2) keeps its
+	// locks, and a Director that lets a lease lapse mid-call lets another
+	// job change what this one is changing.
 	ShapeSlowCPI = "slow-cpi"
 	// ShapeDeepQueue: one dynamic-disk worker, clients that do not wait,
 	// and bursts: the queue holds more tasks than there are workers.
@@ -67,8 +67,8 @@ type Shape struct {
 	VMOps bool
 	// LockLease is the director's lock lease (0: its default, 240 s).
 	LockLease time.Duration
-	// SlowCPI is the probability that a CPI call takes from LockLease/4 to
-	// LockLease/2.
+	// SlowCPI is the probability that a CPI call takes from LockLease/2 to
+	// 3·LockLease/2.
 	SlowCPI float64
 	// DiskWorkers is the number of dynamic-disk workers (0: the director's
 	// default, 2).
@@ -103,7 +103,7 @@ func (s Shape) String() string {
 
 // Shape parameters.
 const (
-	slowLease    = 2 * time.Minute
+	slowLease    = 20 * time.Second
 	maxClients   = 16
 	defaultLight = 3
 	moveWorkers  = 4

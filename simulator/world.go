@@ -58,11 +58,13 @@ type WorldConfig struct {
 	// [1 ms, CPILatency] on the "world/latency" stream (default 50 ms).
 	CPILatency time.Duration
 	// LockLease is the director's lock lease (default: the director's,
-	// 240 s); jobs renew it at every step.
+	// 240 s); the director renews a held lock every LockLease/2 and at
+	// each step of its job.
 	LockLease time.Duration
-	// SlowCPI is the probability that a CPI call takes from LockLease/4 to
-	// LockLease/2 instead of its CPILatency draw (default 0: none), so that
-	// a job holds its locks over several leases, renewing them.
+	// SlowCPI is the probability that a CPI call takes from LockLease/2 to
+	// 3·LockLease/2 instead of its CPILatency draw (default 0: none), so
+	// that a job holds its locks over several leases and one call may
+	// outlast a lease: the director's timer renewal must keep them.
 	SlowCPI float64
 	// DiskWorkers is the number of dynamic-disk workers (default: the
 	// director's, 2). A profile with ZeroDynamicDiskWorkers (upstream's
@@ -100,6 +102,10 @@ type tamper struct {
 	beforeCPI func(w *World, method string)
 	// attachVM picks the VM the director's attach_disk of disk names.
 	attachVM func(w *World, vm, disk string) string
+	// perStepLockRenewal runs the director without its timer renewal of
+	// lock leases (director.Config.PerStepLockRenewal): a job's lease
+	// lapses during a step longer than the lease.
+	perStepLockRenewal bool
 }
 
 // The world's timing, on the virtual clock.
@@ -277,6 +283,7 @@ func (w *World) startDirector() error {
 		Name:         DirectorName,
 		AgentTimeout: 30 * time.Second, AgentPingTimeout: 5 * time.Second, VMLockTimeout: 60 * time.Second,
 		LockLease: w.cfg.LockLease, DynamicDiskWorkers: w.cfg.DiskWorkers,
+		PerStepLockRenewal: w.cfg.tamper.perStepLockRenewal,
 	})
 	if err != nil {
 		return fmt.Errorf("simulator: starting director generation %d: %w", gen, err)
@@ -578,7 +585,7 @@ func (c *faultCPI) callOn(method string, on faultSubject, do func() error) error
 	w.cfg.Gates.enter("cpi:" + method)
 	lat := time.Millisecond + time.Duration(w.latency.Int64N(int64(w.cfg.CPILatency)))
 	if w.cfg.SlowCPI > 0 && w.cfg.LockLease > 0 && w.latency.Float64() < w.cfg.SlowCPI {
-		lat = w.cfg.LockLease/4 + time.Duration(w.latency.Int64N(int64(w.cfg.LockLease/4)))
+		lat = w.cfg.LockLease/2 + time.Duration(w.latency.Int64N(int64(w.cfg.LockLease)))
 	}
 	w.s.Sleep(lat)
 	var lost bool
