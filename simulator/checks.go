@@ -119,8 +119,8 @@ type View struct {
 	// attached for it); false for a dangling link or one to another disk.
 	LinkOK map[string]map[string]bool
 	// Unlinked are the disk names whose last disk operation (by call; VM
-	// operations aside) is a provide or attach that failed or whose
-	// outcome is unknown: it may
+	// operations aside) is a provide or attach that failed on an injected
+	// CPI fault or whose outcome is unknown: it may
 	// have attached the disk and stopped before its agent linked it (a
 	// failed set_disk_metadata comes between the two, as upstream's).
 	Unlinked map[string]bool
@@ -291,7 +291,11 @@ func unlinkedNames(history []porcupine.Operation) map[string]bool {
 		if in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach {
 			continue
 		}
-		if op.Output == nil || op.Output.(diskmodel.Output).Outcome != diskmodel.OK {
+		if op.Output == nil {
+			out[name] = true
+			continue
+		}
+		if o := op.Output.(diskmodel.Output); o.Outcome == diskmodel.Unknown || o.Outcome == diskmodel.Failed && o.Injected {
 			out[name] = true
 		}
 	}

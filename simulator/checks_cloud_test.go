@@ -165,13 +165,14 @@ func TestLinkDirModeCheck(t *testing.T) {
 }
 
 // A disk left attached without its link is allowed only while its name's
-// last disk operation is a provide or attach that did not answer OK (a
-// set_disk_metadata between attach and link failed, or it timed out); VM
-// operations, recorded on every name, do not end that.
+// last disk operation is a provide or attach that failed on an injected
+// CPI fault (a set_disk_metadata between attach and link failed) or whose
+// outcome is unknown; VM operations, recorded on every name, do not end
+// that.
 func TestUnlinkedNames(t *testing.T) {
 	op := func(kind diskmodel.OpKind, vm string, call, ret int64, outcome diskmodel.Outcome) porcupine.Operation {
 		return porcupine.Operation{Input: diskmodel.Input{Kind: kind, Disk: "d0", VM: vm}, Call: call, Return: ret,
-			Output: diskmodel.Output{Outcome: outcome}}
+			Output: diskmodel.Output{Outcome: outcome, Injected: outcome == diskmodel.Failed}}
 	}
 	for _, c := range []struct {
 		name string
@@ -185,6 +186,10 @@ func TestUnlinkedNames(t *testing.T) {
 		{"a failed provide, then an OK detach", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Detach, "", 6, 9, diskmodel.OK)}, false},
 		{"a failed provide, then another instance's recreate", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Reattach, "i2", 6, 9, diskmodel.OK), op(diskmodel.Evict, "i1", 10, 12, diskmodel.OK)}, true},
 		{"a failed detach", []porcupine.Operation{op(diskmodel.Detach, "", 1, 5, diskmodel.Failed)}, false},
+		// Race (g): a provide that failed because the Director did not wait
+		// for the agent is no injected fault, and its unlinked disk is the bug.
+		{"a provide failed without an injected fault", []porcupine.Operation{{Input: diskmodel.Input{Kind: diskmodel.Provide, Disk: "d0", VM: "i0"}, Call: 1, Return: 5,
+			Output: diskmodel.Output{Outcome: diskmodel.Failed}}}, false},
 	} {
 		if got := unlinkedNames(c.ops)["d0"]; got != c.want {
 			t.Errorf("%s: unlinked %v, want %v", c.name, got, c.want)

@@ -683,7 +683,7 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		// As for a provide: the state is this detach's.
 		w.checkDetachLink(o.Disk, was.cid, was.vm)
 	}
-	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid}
+	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid, Injected: res.outcome == diskmodel.Failed && strings.Contains(res.taskErr, "injected")}
 	switch {
 	case !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed:
 		out.Outcome = diskmodel.Unknown // a failed VM operation may have detached some disks

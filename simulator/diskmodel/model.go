@@ -122,6 +122,9 @@ type Output struct {
 	// (Recorder.Alone). An OK Reattach that was alone re-attached the
 	// disk: nothing could have moved it meanwhile.
 	Alone bool
+	// Injected: a Failed operation's error carries an injected CPI fault
+	// (the model does not look at it).
+	Injected bool
 }
 
 // String is the outcome and the CID, if any.
