@@ -118,9 +118,9 @@ type View struct {
 	// the VM's root, reaches that disk's bytes (the device the IaaS
 	// attached for it); false for a dangling link or one to another disk.
 	LinkOK map[string]map[string]bool
-	// Unlinked are the disk names whose last disk operation (by call; VM
-	// operations aside) is a provide or attach that failed on an injected
-	// CPI fault or whose outcome is unknown: it may
+	// Unlinked are the disk names where a provide or attach that failed on
+	// an injected CPI fault, or whose outcome is unknown, came after the
+	// name's last OK disk operation (by call; VM operations aside): it may
 	// have attached the disk and stopped before its agent linked it (a
 	// failed set_disk_metadata comes between the two, as upstream's).
 	Unlinked map[string]bool
@@ -273,30 +273,33 @@ func (w *World) readLinks(root string) map[string]string {
 	return out
 }
 
-// unlinkedNames is View.Unlinked from the history.
+// unlinkedNames is View.Unlinked from the history: walking each name's
+// disk operations by call, a provide or attach that failed on an injected
+// fault, or whose outcome is unknown, may leave the disk attached and
+// unlinked; an OK disk operation ends that (it links, detaches or deletes
+// the disk); a failed detach or delete leaves it as it was.
 func unlinkedNames(history []porcupine.Operation) map[string]bool {
-	last := map[string]porcupine.Operation{}
-	for _, op := range history {
+	ops := slices.Clone(history)
+	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	out := map[string]bool{}
+	for _, op := range ops {
 		in := op.Input.(diskmodel.Input)
 		if in.Kind == diskmodel.Evict || in.Kind == diskmodel.Reattach {
 			continue // a VM operation is recorded on every name, whichever instance has the disk
 		}
-		if l, ok := last[in.Disk]; !ok || op.Call >= l.Call {
-			last[in.Disk] = op
+		linking := in.Kind == diskmodel.Provide || in.Kind == diskmodel.Attach
+		switch o, done := op.Output.(diskmodel.Output); {
+		case !done || o.Outcome == diskmodel.Unknown:
+			out[in.Disk] = out[in.Disk] || linking
+		case o.Outcome == diskmodel.OK:
+			out[in.Disk] = false
+		case o.Outcome == diskmodel.Failed && o.Injected && linking:
+			out[in.Disk] = true
 		}
 	}
-	out := map[string]bool{}
-	for name, op := range last {
-		in := op.Input.(diskmodel.Input)
-		if in.Kind != diskmodel.Provide && in.Kind != diskmodel.Attach {
-			continue
-		}
-		if op.Output == nil {
-			out[name] = true
-			continue
-		}
-		if o := op.Output.(diskmodel.Output); o.Outcome == diskmodel.Unknown || o.Outcome == diskmodel.Failed && o.Injected {
-			out[name] = true
+	for name, ok := range out {
+		if !ok {
+			delete(out, name)
 		}
 	}
 	return out

@@ -164,11 +164,11 @@ func TestLinkDirModeCheck(t *testing.T) {
 	}
 }
 
-// A disk left attached without its link is allowed only while its name's
-// last disk operation is a provide or attach that failed on an injected
-// CPI fault (a set_disk_metadata between attach and link failed) or whose
-// outcome is unknown; VM operations, recorded on every name, do not end
-// that.
+// A disk left attached without its link is allowed only after a provide
+// or attach that failed on an injected CPI fault (a set_disk_metadata
+// between attach and link failed) or whose outcome is unknown, until an OK
+// disk operation on the name; VM operations, recorded on every name, do
+// not end that.
 func TestUnlinkedNames(t *testing.T) {
 	op := func(kind diskmodel.OpKind, vm string, call, ret int64, outcome diskmodel.Outcome) porcupine.Operation {
 		return porcupine.Operation{Input: diskmodel.Input{Kind: kind, Disk: "d0", VM: vm}, Call: call, Return: ret,
@@ -186,6 +186,8 @@ func TestUnlinkedNames(t *testing.T) {
 		{"a failed provide, then an OK detach", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Detach, "", 6, 9, diskmodel.OK)}, false},
 		{"a failed provide, then another instance's recreate", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Reattach, "i2", 6, 9, diskmodel.OK), op(diskmodel.Evict, "i1", 10, 12, diskmodel.OK)}, true},
 		{"a failed detach", []porcupine.Operation{op(diskmodel.Detach, "", 1, 5, diskmodel.Failed)}, false},
+		{"a failed provide, then a failed detach", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Detach, "", 6, 9, diskmodel.Failed)}, true},
+		{"a failed provide, then a refused attach", []porcupine.Operation{op(diskmodel.Provide, "i0", 1, 5, diskmodel.Failed), op(diskmodel.Attach, "i1", 6, 9, diskmodel.Refused)}, true},
 		// Race (g): a provide that failed because the Director did not wait
 		// for the agent is no injected fault, and its unlinked disk is the bug.
 		{"a provide failed without an injected fault", []porcupine.Operation{{Input: diskmodel.Input{Kind: diskmodel.Provide, Disk: "d0", VM: "i0"}, Call: 1, Return: 5,
