@@ -173,6 +173,13 @@ func (w *World) checkMetadataNow(o Op, cid string) {
 	if err := w.apiGet("/dynamic_disks", &disks); err != nil {
 		return // the Director is down: the idle and quiescent checks decide later
 	}
+	if cid == "" { // an attach answers no disk CID: the name's disk is the one listed now
+		for _, dd := range disks {
+			if dd.Name == o.Disk {
+				cid = dd.CID
+			}
+		}
+	}
 	d, ok := w.oracleDisk(cid)
 	if !ok {
 		return // the records check says so
