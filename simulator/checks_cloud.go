@@ -7,10 +7,12 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cpilab/cpilab/director"
 	"github.com/cpilab/cpilab/fakeiaas"
 )
 
@@ -159,4 +161,32 @@ func quoteOrAbsent(s string, ok bool) string {
 		return "absent"
 	}
 	return strconv.Quote(s)
+}
+
+// checkMetadataNow runs when a provide or attach that sent metadata
+// answers OK and no other operation on the name began since or is still
+// running: the state is this operation's, so what GET /dynamic_disks lists
+// for the name and the cloud's tags must hold what it sent now, not only
+// if it is still the name's last operation when the workload is idle.
+func (w *World) checkMetadataNow(o Op, cid string) {
+	var disks []director.DiskInfo
+	if err := w.apiGet("/dynamic_disks", &disks); err != nil {
+		return // the Director is down: the idle and quiescent checks decide later
+	}
+	if cid == "" { // an attach answers no disk CID: the name's disk is the one listed now
+		for _, dd := range disks {
+			if dd.Name == o.Disk {
+				cid = dd.CID
+			}
+		}
+	}
+	d, ok := w.oracleDisk(cid)
+	if !ok {
+		return // the records check says so
+	}
+	v := View{Disks: disks, Deployment: w.Deployment, LastOK: map[string]Promise{o.Disk: {CID: cid, Meta: o.Meta}}}
+	if bad := checkDiskContents(v, map[string]fakeiaas.Disk{cid: d}); len(bad) > 0 {
+		w.addViolation(&Violation{Invariant: InvRecords, Phase: AfterStep,
+			Err: fmt.Errorf("%s answered OK: %s", o, strings.Join(bad, "; "))})
+	}
 }

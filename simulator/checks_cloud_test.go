@@ -198,3 +198,45 @@ func TestUnlinkedNames(t *testing.T) {
 		}
 	}
 }
+
+// The metadata an OK provide sent is checked when it answers: a later
+// provide without metadata ends its promise before the workload is idle,
+// and the planted change would go unseen by the idle and quiescent checks.
+func TestMetadataCheckedWhenTheProvideAnswers(t *testing.T) {
+	for _, ops := range [][]Op{
+		controlOps(t, "c0 provide disk=d vm=0 meta=7", "c0 provide disk=d vm=0"),
+		controlOps(t, "c0 create disk=d vm=0", "c0 attach disk=d vm=0 meta=7", "c0 provide disk=d vm=0"), // attach answers no CID
+	} {
+		checkMetadataWhenItAnswers(t, ops)
+	}
+}
+
+func checkMetadataWhenItAnswers(t *testing.T, ops []Op) {
+	t.Helper()
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Ops: ops, Scripted: true, SkipLinearizability: true}
+	if o := Simulate(cfg); o.Err != nil {
+		t.Fatalf("%v: the reference Director: %v", ops, o.Err)
+	}
+	cfg.tamper.afterOp = func(w *World, o Op) {
+		if o.Meta == 0 {
+			return
+		}
+		st, err := w.Cloud.State(context.Background())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, d := range st.Disks {
+			meta := maps.Clone(d.Metadata)
+			delete(meta, "set_by")
+			if err := w.Cloud.SetDiskMetadata(context.Background(), d.CID, meta); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	o := Simulate(cfg)
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvRecords || v.Phase != AfterStep || !strings.Contains(v.Err.Error(), "tag set_by is absent") {
+		t.Fatalf("%v: a tag dropped right after the operation answered: got %v, want %s after the step", ops, o.Err, InvRecords)
+	}
+}

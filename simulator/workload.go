@@ -677,6 +677,9 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		// is still running (a recreate of the VM queued behind it that
 		// re-attaches the disk): the state is this provide's.
 		at = w.checkProvideLink(o.Kind, o.Disk, res.cid)
+		if o.Meta != 0 {
+			w.checkMetadataNow(o, res.cid)
+		}
 	}
 	if was, ok := r.noteLink(o, res.cid, at); ok && o.Kind == OpDetach && res.outcome == diskmodel.OK &&
 		r.latestCall(o.Disk) == ids[0] && !r.history.OthersRunning(ids[0]) {
