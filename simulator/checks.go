@@ -125,6 +125,14 @@ type View struct {
 	// operation on that name, when there is one: the instance it named and
 	// the disk CID the API answered.
 	LastOK map[string]Promise
+	// DeleteInDoubt are the disk names a delete of which failed, or
+	// whose outcome its client never learned, with no OK delete,
+	// create, provide or attach of the name called after it returned
+	// (deletesInDoubt): the cloud may have deleted the disk while the
+	// Director kept its record, as upstream's delete job does when
+	// delete_disk raises. Such a record may name a disk the IaaS no
+	// longer has; a later OK delete of the name must settle it.
+	DeleteInDoubt map[string]bool
 }
 
 // GivenTask is a task the Director queued for a workload operation.
@@ -178,7 +186,7 @@ func (w *World) livenessView(given []GivenTask) View {
 // workload's tasks as GET /tasks/:id last answered (livenessView reads
 // them).
 func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) View {
-	v := w.recordsView(w.SafetyView(), lastOK(history))
+	v := w.recordsView(w.SafetyView(), lastOK(history), deletesInDoubt(history))
 	v.APIErr = errors.Join(v.APIErr, w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
 	v.Given = given
 	v.Links = map[string]map[string]string{}
@@ -200,8 +208,8 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 
 // recordsView is the part of View the leak and records checks need: the
 // oracle (v, a SafetyView the caller has taken), the API's disks, orphans
-// and instances, and the workload's promises.
-func (w *World) recordsView(v View, promised map[string]Promise) View {
+// and instances, the workload's promises and its deletes in doubt.
+func (w *World) recordsView(v View, promised map[string]Promise, doubt map[string]bool) View {
 	v.InstanceIDs = slices.Clone(w.Instances)
 	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
 	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
@@ -213,6 +221,7 @@ func (w *World) recordsView(v View, promised map[string]Promise) View {
 	v.Crashes = w.crashes
 	w.mu.Unlock()
 	v.LastOK = promised
+	v.DeleteInDoubt = doubt
 	return v
 }
 
@@ -288,25 +297,80 @@ func namePromise(ops []porcupine.Operation) (Promise, bool) {
 	return promiseOf(ops)
 }
 
+// deletesInDoubt is View.DeleteInDoubt of a history.
+func deletesInDoubt(history []porcupine.Operation) map[string]bool {
+	byName := map[string][]porcupine.Operation{}
+	for _, op := range history {
+		in := op.Input.(diskmodel.Input)
+		byName[in.Disk] = append(byName[in.Disk], op)
+	}
+	out := map[string]bool{}
+	for name, ops := range byName {
+		if nameDeleteInDoubt(ops) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// nameDeleteInDoubt reports whether one name's operations end with a
+// delete in doubt: one that failed, or whose outcome its client did not
+// learn (a deployment delete that failed, a task a crash cut short), with
+// no OK delete, create, provide or attach of the name called after it
+// returned. Upstream's delete job (jobs/dynamic_disks/delete_dynamic_disk.rb)
+// destroys the record only after delete_disk returns, so a delete_disk the
+// cloud applied with its answer lost leaves the record of a gone disk,
+// which the next delete settles (has_disk is false).
+func nameDeleteInDoubt(ops []porcupine.Operation) bool {
+	ops = slices.Clone(ops)
+	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	doubt, since := false, int64(0)
+	for _, op := range ops {
+		in := op.Input.(diskmodel.Input)
+		if op.Output == nil {
+			if in.Kind == diskmodel.Delete {
+				return true // still running: in doubt until it returns
+			}
+			continue
+		}
+		out := op.Output.(diskmodel.Output).Outcome
+		switch {
+		case in.Kind == diskmodel.Delete && (out == diskmodel.Failed || out == diskmodel.Unknown):
+			doubt, since = true, max(since, op.Return)
+		case doubt && out == diskmodel.OK && op.Call > since && (in.Kind == diskmodel.Delete || in.Kind == diskmodel.Create ||
+			in.Kind == diskmodel.Provide || in.Kind == diskmodel.Attach):
+			doubt = false
+		}
+	}
+	return doubt
+}
+
 // promises is lastOK kept up to date as a run's operations are called and
 // return: each call works out again only the names whose operations changed
-// since the one before.
+// since the one before. It keeps deletesInDoubt the same way.
 type promises struct {
 	version map[string]int // per name, the recorder's version its entry is of
 	promise map[string]Promise
+	doubt   map[string]bool
 }
 
-// lastOK is lastOK(rec.History()).
-func (c *promises) lastOK(rec *diskmodel.Recorder) map[string]Promise {
+// lastOK is lastOK(rec.History()) and deletesInDoubt(rec.History()).
+func (c *promises) lastOK(rec *diskmodel.Recorder) (map[string]Promise, map[string]bool) {
 	if c.version == nil {
-		c.version, c.promise = map[string]int{}, map[string]Promise{}
+		c.version, c.promise, c.doubt = map[string]int{}, map[string]Promise{}, map[string]bool{}
 	}
 	for name, v := range rec.NameVersions() {
 		if c.version[name] == v {
 			continue
 		}
 		c.version[name] = v
-		if p, ok := namePromise(rec.NameHistory(name)); ok {
+		ops := rec.NameHistory(name)
+		if nameDeleteInDoubt(ops) {
+			c.doubt[name] = true
+		} else {
+			delete(c.doubt, name)
+		}
+		if p, ok := namePromise(ops); ok {
 			c.promise[name] = p
 		} else {
 			delete(c.promise, name)
@@ -316,7 +380,7 @@ func (c *promises) lastOK(rec *diskmodel.Recorder) map[string]Promise {
 	for name, p := range c.promise {
 		out[name] = p
 	}
-	return out
+	return out, cloneSet(c.doubt)
 }
 
 // promiseOf is the promise of one name's operations, sorted by call: the
@@ -494,6 +558,9 @@ func checkRecords(v View) error {
 			inst = *dd.Instance
 		}
 		switch {
+		case !ok && v.DeleteInDoubt[dd.Name]:
+			// A delete of the name failed after the cloud may have
+			// deleted the disk; the next OK delete settles it.
 		case !ok:
 			bad = append(bad, fmt.Sprintf("%s: disk %s is not in the IaaS", dd.Name, dd.CID))
 		case inst == "" && !d.VMCID.IsZero():

@@ -100,10 +100,13 @@ func TestPerNameIndexesAnswerAsTheWholeHistory(t *testing.T) {
 				running = append(running[:i], running[i+1:]...)
 			}
 			h := rec.History()
-			want := lastOK(h)
-			got := kept.lastOK(rec)
+			want, wantDoubt := lastOK(h), deletesInDoubt(h)
+			got, gotDoubt := kept.lastOK(rec)
 			if !reflect.DeepEqual(got, want) {
 				rt.Fatalf("kept promises %v; the whole history's %v\n%s", got, want, diskmodel.Describe(h))
+			}
+			if !reflect.DeepEqual(gotDoubt, wantDoubt) {
+				rt.Fatalf("kept deletes in doubt %v; the whole history's %v\n%s", gotDoubt, wantDoubt, diskmodel.Describe(h))
 			}
 			promised += len(got)
 			for id := range h {

@@ -601,12 +601,12 @@ func (r *workloadRun) checkIdle(step int) {
 		return
 	}
 	r.promisesMu.Lock()
-	promised := r.promises.lastOK(r.history)
+	promised, doubt := r.promises.lastOK(r.history)
 	r.promisesMu.Unlock()
 	// The oracle is read again rather than the step's SafetyView reused:
 	// the cloud's lock is a scheduling point, and the runs' traces are
 	// pinned.
-	v := r.w.recordsView(r.w.SafetyView(), promised)
+	v := r.w.recordsView(r.w.SafetyView(), promised, doubt)
 	if v.APIErr != nil {
 		return
 	}
