@@ -31,9 +31,12 @@ const (
 	// InvLinks: agent symlinks match the IaaS attachments (oracle and VM
 	// roots, once quiescent and after every OK provide).
 	InvLinks = "agent-links-match-iaas"
-	// InvRecords: once quiescent, the dynamic disks the Director's API
-	// lists match the IaaS, and the last OK provide or attach of each name
-	// still holds.
+	// InvRecords: once quiescent (and whenever the workload is idle), the
+	// dynamic disks the Director's API lists match the IaaS, and the last
+	// OK provide or attach of each name still holds; a record of a disk
+	// the IaaS no longer has is allowed only while a failed delete of the
+	// name is in doubt. An OK re-attaching recreate keeps the promises of
+	// its instance's names at once.
 	InvRecords = "director-records-match-iaas"
 	// InvNoLeak: once quiescent, every IaaS disk is one the Director's API
 	// lists (dynamic disk or orphan).

@@ -664,6 +664,9 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		}
 		r.history.Return(id, out)
 	}
+	if o.Reattach && out.Outcome == diskmodel.OK {
+		r.checkReattached(o, ids)
+	}
 	// The detail may name paths in the run's temporary directory, which
 	// must not reach the trace (its hash is compared across runs).
 	detail := strings.ReplaceAll(res.detail, w.cfg.DataDir, "$DATA")
@@ -683,5 +686,45 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		if f.Kind == faults.DirectorCrash {
 			w.Crash(f.Duration)
 		}
+	}
+}
+
+// checkReattached runs when a recreate that re-attaches the instance's
+// dynamic disks succeeds (ids are its history entries, one per name of
+// r.disks): each name it kept the promise of (lastOK: the name's last
+// provide or attach put its disk on this instance, and only re-attaching
+// recreates of it followed, one after the other) on which no operation
+// began since must have that disk attached to the instance's new VM, as
+// the API lists the instance, with its agent's symlink. The idle records
+// check would see the same, but with several clients a later operation
+// on the name usually comes first and ends the promise.
+func (r *workloadRun) checkReattached(o Op, ids []int) {
+	w := r.w
+	label := InstanceLabel(o.VM)
+	for i, id := range ids {
+		name := r.disks[i]
+		if r.latestCall(name) != id || r.history.OthersRunning(id) {
+			continue
+		}
+		p, ok := namePromise(r.history.NameHistory(name))
+		if !ok || p.Reattached == 0 || p.Instance != label {
+			continue
+		}
+		vm, _, err := w.instanceVM(w.Instances[o.VM])
+		if err != nil {
+			continue // the Director is down: the idle and quiescent checks decide
+		}
+		d, inIaaS := w.oracleDisk(p.CID)
+		if !inIaaS || d.VMCID.IsZero() || d.VMCID.String() != vm {
+			at := "the IaaS has no such disk"
+			if inIaaS {
+				at = fmt.Sprintf("the IaaS has it attached to %q, not to the instance's VM %q", d.VMCID, vm)
+			}
+			w.addViolation(&Violation{Invariant: InvRecords, Phase: AfterStep,
+				Err: fmt.Errorf("%v succeeded and no other operation on %s overlapped it, whose last provide or attach put disk %s on %s, but %s",
+					o, name, p.CID, label, at)})
+			continue
+		}
+		w.checkProvideLink(o.Kind, name, p.CID)
 	}
 }
