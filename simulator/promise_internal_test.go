@@ -140,3 +140,36 @@ func othersRunningScan(h []porcupine.Operation, id int) bool {
 	}
 	return false
 }
+
+// A delete that failed leaves its name in doubt (the cloud may have
+// deleted the disk, the record kept) until an OK delete, create, provide
+// or attach of the name called after it returned; one that overlapped the
+// failed delete may have come before it, and a failed or refused one
+// settles nothing.
+func TestDeleteInDoubtUntilAnOKOperationAfterIt(t *testing.T) {
+	op := func(kind diskmodel.OpKind, out diskmodel.Outcome, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{Input: diskmodel.Input{Kind: kind, Disk: "d0", VM: "i0"}, Call: call, Output: diskmodel.Output{Outcome: out}, Return: ret}
+	}
+	failed := op(diskmodel.Delete, diskmodel.Failed, 10, 20)
+	for _, c := range []struct {
+		name  string
+		ops   []porcupine.Operation
+		doubt bool
+	}{
+		{"no delete", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2)}, false},
+		{"an OK delete", []porcupine.Operation{op(diskmodel.Delete, diskmodel.OK, 1, 2)}, false},
+		{"a failed delete", []porcupine.Operation{failed}, true},
+		{"a delete cut short", []porcupine.Operation{op(diskmodel.Delete, diskmodel.Unknown, 10, 20)}, true},
+		{"a refused delete", []porcupine.Operation{op(diskmodel.Delete, diskmodel.Refused, 10, 20)}, false},
+		{"then an OK delete", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.OK, 21, 22)}, false},
+		{"then an OK provide", []porcupine.Operation{failed, op(diskmodel.Provide, diskmodel.OK, 21, 22)}, false},
+		{"then an OK detach", []porcupine.Operation{failed, op(diskmodel.Detach, diskmodel.OK, 21, 22)}, true},
+		{"then a failed delete", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.Failed, 21, 22)}, true},
+		{"an OK delete overlapping it", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.OK, 15, 25)}, true},
+		{"an OK provide before it", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2), failed}, true},
+	} {
+		if got := nameDeleteInDoubt(c.ops); got != c.doubt {
+			t.Errorf("%s: in doubt %v, want %v", c.name, got, c.doubt)
+		}
+	}
+}
