@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"net/http"
 	"path"
 	"path/filepath"
@@ -125,14 +126,16 @@ type View struct {
 	// operation on that name, when there is one: the instance it named and
 	// the disk CID the API answered.
 	LastOK map[string]Promise
-	// DeleteInDoubt are the disk names a delete of which failed, or
-	// whose outcome its client never learned, with no OK delete,
-	// create, provide or attach of the name called after it returned
-	// (deletesInDoubt): the cloud may have deleted the disk while the
-	// Director kept its record, as upstream's delete job does when
-	// delete_disk raises. Such a record may name a disk the IaaS no
-	// longer has; a later OK delete of the name must settle it.
-	DeleteInDoubt map[string]bool
+	// InDoubt are the disk names whose record may disagree with the
+	// IaaS because a delete or detach of the name failed, or its client
+	// never learned its outcome, with no OK operation on the name since
+	// that settles it (namesInDoubt). Upstream's delete and detach jobs
+	// (jobs/dynamic_disks/delete_dynamic_disk.rb, detach_dynamic_disk.rb)
+	// change the record only once the CPI call returns, so a call the
+	// cloud applied with its answer lost, then a failure of the calls
+	// made again, leaves a record of a disk the IaaS deleted or detached;
+	// the next delete or detach of the name settles it.
+	InDoubt map[string]Doubt
 }
 
 // GivenTask is a task the Director queued for a workload operation.
@@ -186,7 +189,7 @@ func (w *World) livenessView(given []GivenTask) View {
 // workload's tasks as GET /tasks/:id last answered (livenessView reads
 // them).
 func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) View {
-	v := w.recordsView(w.SafetyView(), lastOK(history), deletesInDoubt(history))
+	v := w.recordsView(w.SafetyView(), lastOK(history), namesInDoubt(history))
 	v.APIErr = errors.Join(v.APIErr, w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
 	v.Given = given
 	v.Links = map[string]map[string]string{}
@@ -208,8 +211,8 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 
 // recordsView is the part of View the leak and records checks need: the
 // oracle (v, a SafetyView the caller has taken), the API's disks, orphans
-// and instances, the workload's promises and its deletes in doubt.
-func (w *World) recordsView(v View, promised map[string]Promise, doubt map[string]bool) View {
+// and instances, the workload's promises and its names in doubt.
+func (w *World) recordsView(v View, promised map[string]Promise, doubt map[string]Doubt) View {
 	v.InstanceIDs = slices.Clone(w.Instances)
 	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
 	if ae := (*apiError)(nil); errors.As(insErr, &ae) && ae.Status == http.StatusNotFound {
@@ -221,7 +224,7 @@ func (w *World) recordsView(v View, promised map[string]Promise, doubt map[strin
 	v.Crashes = w.crashes
 	w.mu.Unlock()
 	v.LastOK = promised
-	v.DeleteInDoubt = doubt
+	v.InDoubt = doubt
 	return v
 }
 
@@ -297,49 +300,83 @@ func namePromise(ops []porcupine.Operation) (Promise, bool) {
 	return promiseOf(ops)
 }
 
-// deletesInDoubt is View.DeleteInDoubt of a history.
-func deletesInDoubt(history []porcupine.Operation) map[string]bool {
+// Doubt is what a name's record may get wrong after a delete or detach
+// in doubt (View.InDoubt).
+type Doubt uint8
+
+const (
+	// DoubtGone: the record may name a disk the IaaS deleted (a delete
+	// in doubt).
+	DoubtGone Doubt = 1 << iota
+	// DoubtDetached: the record may list the disk attached where the IaaS
+	// has it detached (a delete or detach in doubt).
+	DoubtDetached
+)
+
+// namesInDoubt is View.InDoubt of a history.
+func namesInDoubt(history []porcupine.Operation) map[string]Doubt {
 	byName := map[string][]porcupine.Operation{}
 	for _, op := range history {
 		in := op.Input.(diskmodel.Input)
 		byName[in.Disk] = append(byName[in.Disk], op)
 	}
-	out := map[string]bool{}
+	out := map[string]Doubt{}
 	for name, ops := range byName {
-		if nameDeleteInDoubt(ops) {
-			out[name] = true
+		if d := nameInDoubt(ops); d != 0 {
+			out[name] = d
 		}
 	}
 	return out
 }
 
-// nameDeleteInDoubt reports whether one name's operations end with a
-// delete in doubt: one that failed, or whose outcome its client did not
-// learn (a deployment delete that failed, a task a crash cut short), with
-// no OK delete, create, provide or attach of the name called after it
-// returned. Upstream's delete job (jobs/dynamic_disks/delete_dynamic_disk.rb)
-// destroys the record only after delete_disk returns, so a delete_disk the
-// cloud applied with its answer lost leaves the record of a gone disk,
-// which the next delete settles (has_disk is false).
-func nameDeleteInDoubt(ops []porcupine.Operation) bool {
+// nameInDoubt is what one name's record may get wrong, given its
+// operations: a delete that failed, or whose outcome its client did not
+// learn (a task a crash cut short, one still running), leaves DoubtGone
+// and DoubtDetached, a detach DoubtDetached, until an OK operation called
+// after it returned settles them: a delete, create, provide or attach
+// both, a detach DoubtDetached.
+func nameInDoubt(ops []porcupine.Operation) Doubt {
 	ops = slices.Clone(ops)
 	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-	doubt, since := false, int64(0)
+	var doubt Doubt
+	since := map[Doubt]int64{}
+	raise := func(d Doubt, at int64) {
+		for _, f := range []Doubt{DoubtGone, DoubtDetached} {
+			if d&f != 0 {
+				doubt |= f
+				since[f] = max(since[f], at)
+			}
+		}
+	}
 	for _, op := range ops {
 		in := op.Input.(diskmodel.Input)
+		var raised Doubt
+		switch in.Kind {
+		case diskmodel.Delete:
+			raised = DoubtGone | DoubtDetached
+		case diskmodel.Detach:
+			raised = DoubtDetached
+		}
 		if op.Output == nil {
-			if in.Kind == diskmodel.Delete {
-				return true // still running: in doubt until it returns
-			}
+			raise(raised, math.MaxInt64) // still running: in doubt until it returns
 			continue
 		}
-		out := op.Output.(diskmodel.Output).Outcome
-		switch {
-		case in.Kind == diskmodel.Delete && (out == diskmodel.Failed || out == diskmodel.Unknown):
-			doubt, since = true, max(since, op.Return)
-		case doubt && out == diskmodel.OK && op.Call > since && (in.Kind == diskmodel.Delete || in.Kind == diskmodel.Create ||
-			in.Kind == diskmodel.Provide || in.Kind == diskmodel.Attach):
-			doubt = false
+		switch out := op.Output.(diskmodel.Output).Outcome; {
+		case out == diskmodel.Failed || out == diskmodel.Unknown:
+			raise(raised, op.Return)
+		case out == diskmodel.OK:
+			settled := DoubtGone | DoubtDetached
+			switch in.Kind {
+			case diskmodel.Detach:
+				settled = DoubtDetached
+			case diskmodel.Evict, diskmodel.Reattach:
+				settled = 0
+			}
+			for _, f := range []Doubt{DoubtGone, DoubtDetached} {
+				if settled&f != 0 && op.Call > since[f] {
+					doubt &^= f
+				}
+			}
 		}
 	}
 	return doubt
@@ -347,17 +384,17 @@ func nameDeleteInDoubt(ops []porcupine.Operation) bool {
 
 // promises is lastOK kept up to date as a run's operations are called and
 // return: each call works out again only the names whose operations changed
-// since the one before. It keeps deletesInDoubt the same way.
+// since the one before. It keeps namesInDoubt the same way.
 type promises struct {
 	version map[string]int // per name, the recorder's version its entry is of
 	promise map[string]Promise
-	doubt   map[string]bool
+	doubt   map[string]Doubt
 }
 
-// lastOK is lastOK(rec.History()) and deletesInDoubt(rec.History()).
-func (c *promises) lastOK(rec *diskmodel.Recorder) (map[string]Promise, map[string]bool) {
+// lastOK is lastOK(rec.History()) and namesInDoubt(rec.History()).
+func (c *promises) lastOK(rec *diskmodel.Recorder) (map[string]Promise, map[string]Doubt) {
 	if c.version == nil {
-		c.version, c.promise, c.doubt = map[string]int{}, map[string]Promise{}, map[string]bool{}
+		c.version, c.promise, c.doubt = map[string]int{}, map[string]Promise{}, map[string]Doubt{}
 	}
 	for name, v := range rec.NameVersions() {
 		if c.version[name] == v {
@@ -365,8 +402,8 @@ func (c *promises) lastOK(rec *diskmodel.Recorder) (map[string]Promise, map[stri
 		}
 		c.version[name] = v
 		ops := rec.NameHistory(name)
-		if nameDeleteInDoubt(ops) {
-			c.doubt[name] = true
+		if d := nameInDoubt(ops); d != 0 {
+			c.doubt[name] = d
 		} else {
 			delete(c.doubt, name)
 		}
@@ -380,7 +417,7 @@ func (c *promises) lastOK(rec *diskmodel.Recorder) (map[string]Promise, map[stri
 	for name, p := range c.promise {
 		out[name] = p
 	}
-	return out, cloneSet(c.doubt)
+	return out, maps.Clone(c.doubt)
 }
 
 // promiseOf is the promise of one name's operations, sorted by call: the
@@ -558,13 +595,16 @@ func checkRecords(v View) error {
 			inst = *dd.Instance
 		}
 		switch {
-		case !ok && v.DeleteInDoubt[dd.Name]:
+		case !ok && v.InDoubt[dd.Name]&DoubtGone != 0:
 			// A delete of the name failed after the cloud may have
 			// deleted the disk; the next OK delete settles it.
 		case !ok:
 			bad = append(bad, fmt.Sprintf("%s: disk %s is not in the IaaS", dd.Name, dd.CID))
 		case inst == "" && !d.VMCID.IsZero():
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it detached, the IaaS has it attached to %s", dd.Name, dd.CID, d.VMCID))
+		case inst != "" && d.VMCID.IsZero() && v.InDoubt[dd.Name]&DoubtDetached != 0:
+			// A detach or delete of the name failed after the cloud may
+			// have detached the disk; the next OK detach settles it.
 		case inst != "" && d.VMCID.String() != vmOf(inst):
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it on instance %s, whose VM is %q; the IaaS has it attached to %q",
 				dd.Name, dd.CID, inst, vmOf(inst), d.VMCID))

@@ -100,3 +100,64 @@ func TestDeleteInDoubtKeepsTheRecordUntilTheNextDelete(t *testing.T) {
 		t.Fatalf("a director that keeps the record after a delete answered OK: got %v, want %s", o.Err, InvRecords)
 	}
 }
+
+// The same for a detach: a detach_disk the cloud applied with its answer
+// lost, then an outage past the retries, fails the detach and keeps the
+// record of the disk as attached (upstream's detach job changes the record
+// only once detach_disk returns); the records check allows it while the
+// detach is in doubt, and the next detach (DiskNotAttached) settles it.
+// A Director that keeps the record attached after that detach answered OK
+// is caught.
+func TestDetachInDoubtKeepsTheAttachmentUntilTheNextDetach(t *testing.T) {
+	sched, err := faults.ParseSchedule("lost-response@0 on=detach_disk n=1; cpi-outage@0 on=detach_disk n=2 d=1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := controlOps(t, "c0 provide disk=d vm=0", "c0 detach disk=d", "c0 detach disk=d delay=2m")
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Scripted: true, Schedule: sched, Ops: ops}
+	o := Simulate(cfg)
+	if o.Err != nil {
+		t.Fatalf("reference director, a detach in doubt: %v", o.Err)
+	}
+	want := []string{"provide disk=d vm=0: ok", "detach disk=d: failed", "detach disk=d delay=2m0s: ok"}
+	if len(o.Log) != len(want) {
+		t.Fatalf("log %q, want %d lines", o.Log, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(o.Log[i], w) {
+			t.Errorf("log line %d: %q, want …%q", i, o.Log[i], w)
+		}
+	}
+
+	// The planted bug: the record says attached again after the detach
+	// that settled it answered OK.
+	var kept []director.DynamicDisk
+	detaches := 0
+	cfg.tamper = tamper{afterOp: func(w *World, o Op) {
+		if o.Kind != OpDetach {
+			return
+		}
+		if detaches++; detaches == 1 {
+			kept = storeRecords[director.DynamicDisk](t, w, store.DynamicDisks)
+			return
+		}
+		if err := w.Store.Update(func(tx store.Tx) error {
+			for _, dd := range kept {
+				if err := tx.Put(store.DynamicDisks, dd.Name, dd); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("putting the record back: %v", err)
+		}
+	}}
+	o = Simulate(cfg)
+	if len(kept) != 1 || kept[0].VMCID == "" {
+		t.Fatalf("the failed detach left records %+v, want the one of the disk, attached: the control proves nothing (outcome %v)", kept, o.Err)
+	}
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvRecords || !strings.Contains(v.Err.Error(), "the IaaS has it attached to \"\"") {
+		t.Fatalf("a director that keeps the record attached after a detach answered OK: got %v, want %s", o.Err, InvRecords)
+	}
+}

@@ -100,13 +100,13 @@ func TestPerNameIndexesAnswerAsTheWholeHistory(t *testing.T) {
 				running = append(running[:i], running[i+1:]...)
 			}
 			h := rec.History()
-			want, wantDoubt := lastOK(h), deletesInDoubt(h)
+			want, wantDoubt := lastOK(h), namesInDoubt(h)
 			got, gotDoubt := kept.lastOK(rec)
 			if !reflect.DeepEqual(got, want) {
 				rt.Fatalf("kept promises %v; the whole history's %v\n%s", got, want, diskmodel.Describe(h))
 			}
 			if !reflect.DeepEqual(gotDoubt, wantDoubt) {
-				rt.Fatalf("kept deletes in doubt %v; the whole history's %v\n%s", gotDoubt, wantDoubt, diskmodel.Describe(h))
+				rt.Fatalf("kept names in doubt %v; the whole history's %v\n%s", gotDoubt, wantDoubt, diskmodel.Describe(h))
 			}
 			promised += len(got)
 			for id := range h {
@@ -142,34 +142,42 @@ func othersRunningScan(h []porcupine.Operation, id int) bool {
 }
 
 // A delete that failed leaves its name in doubt (the cloud may have
-// deleted the disk, the record kept) until an OK delete, create, provide
-// or attach of the name called after it returned; one that overlapped the
-// failed delete may have come before it, and a failed or refused one
-// settles nothing.
-func TestDeleteInDoubtUntilAnOKOperationAfterIt(t *testing.T) {
+// deleted or detached the disk, the record kept), a detach that failed
+// its attachment, until an OK operation on the name called after it
+// returned settles them; one that overlapped the failed call may have come
+// before it, and a failed or refused one settles nothing.
+func TestInDoubtUntilAnOKOperationAfterIt(t *testing.T) {
 	op := func(kind diskmodel.OpKind, out diskmodel.Outcome, call, ret int64) porcupine.Operation {
 		return porcupine.Operation{Input: diskmodel.Input{Kind: kind, Disk: "d0", VM: "i0"}, Call: call, Output: diskmodel.Output{Outcome: out}, Return: ret}
 	}
+	both := DoubtGone | DoubtDetached
 	failed := op(diskmodel.Delete, diskmodel.Failed, 10, 20)
+	failedDetach := op(diskmodel.Detach, diskmodel.Failed, 10, 20)
 	for _, c := range []struct {
 		name  string
 		ops   []porcupine.Operation
-		doubt bool
+		doubt Doubt
 	}{
-		{"no delete", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2)}, false},
-		{"an OK delete", []porcupine.Operation{op(diskmodel.Delete, diskmodel.OK, 1, 2)}, false},
-		{"a failed delete", []porcupine.Operation{failed}, true},
-		{"a delete cut short", []porcupine.Operation{op(diskmodel.Delete, diskmodel.Unknown, 10, 20)}, true},
-		{"a refused delete", []porcupine.Operation{op(diskmodel.Delete, diskmodel.Refused, 10, 20)}, false},
-		{"then an OK delete", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.OK, 21, 22)}, false},
-		{"then an OK provide", []porcupine.Operation{failed, op(diskmodel.Provide, diskmodel.OK, 21, 22)}, false},
-		{"then an OK detach", []porcupine.Operation{failed, op(diskmodel.Detach, diskmodel.OK, 21, 22)}, true},
-		{"then a failed delete", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.Failed, 21, 22)}, true},
-		{"an OK delete overlapping it", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.OK, 15, 25)}, true},
-		{"an OK provide before it", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2), failed}, true},
+		{"no delete", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2)}, 0},
+		{"an OK delete", []porcupine.Operation{op(diskmodel.Delete, diskmodel.OK, 1, 2)}, 0},
+		{"a failed delete", []porcupine.Operation{failed}, both},
+		{"a delete cut short", []porcupine.Operation{op(diskmodel.Delete, diskmodel.Unknown, 10, 20)}, both},
+		{"a delete still running", []porcupine.Operation{{Input: diskmodel.Input{Kind: diskmodel.Delete, Disk: "d0"}, Call: 10}}, both},
+		{"a refused delete", []porcupine.Operation{op(diskmodel.Delete, diskmodel.Refused, 10, 20)}, 0},
+		{"then an OK delete", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.OK, 21, 22)}, 0},
+		{"then an OK provide", []porcupine.Operation{failed, op(diskmodel.Provide, diskmodel.OK, 21, 22)}, 0},
+		{"then an OK detach", []porcupine.Operation{failed, op(diskmodel.Detach, diskmodel.OK, 21, 22)}, DoubtGone},
+		{"then an OK recreate", []porcupine.Operation{failed, op(diskmodel.Reattach, diskmodel.OK, 21, 22)}, both},
+		{"then a failed delete", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.Failed, 21, 22)}, both},
+		{"an OK delete overlapping it", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.OK, 15, 25)}, both},
+		{"an OK provide before it", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2), failed}, both},
+		{"a failed detach", []porcupine.Operation{failedDetach}, DoubtDetached},
+		{"a failed detach, then an OK detach", []porcupine.Operation{failedDetach, op(diskmodel.Detach, diskmodel.OK, 21, 22)}, 0},
+		{"a failed detach, then an OK attach", []porcupine.Operation{failedDetach, op(diskmodel.Attach, diskmodel.OK, 21, 22)}, 0},
+		{"a failed detach, then an OK detach overlapping it", []porcupine.Operation{failedDetach, op(diskmodel.Detach, diskmodel.OK, 15, 22)}, DoubtDetached},
 	} {
-		if got := nameDeleteInDoubt(c.ops); got != c.doubt {
-			t.Errorf("%s: in doubt %v, want %v", c.name, got, c.doubt)
+		if got := nameInDoubt(c.ops); got != c.doubt {
+			t.Errorf("%s: in doubt %b, want %b", c.name, got, c.doubt)
 		}
 	}
 }

@@ -34,8 +34,8 @@ const (
 	// InvRecords: once quiescent (and whenever the workload is idle), the
 	// dynamic disks the Director's API lists match the IaaS, and the last
 	// OK provide or attach of each name still holds; a record of a disk
-	// the IaaS no longer has is allowed only while a failed delete of the
-	// name is in doubt. An OK re-attaching recreate keeps the promises of
+	// the IaaS no longer has, or has detached, is allowed only while a
+	// failed delete or detach of the name is in doubt. An OK re-attaching recreate keeps the promises of
 	// its instance's names at once.
 	InvRecords = "director-records-match-iaas"
 	// InvNoLeak: once quiescent, every IaaS disk is one the Director's API
