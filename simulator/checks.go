@@ -273,6 +273,8 @@ func (w *World) readLinks(root string) map[string]string {
 // attached elsewhere alone. OK recreates of the promised instance that
 // re-attach its disks, each called after the one before returned, keep
 // the promise: with nothing else on the name, the disk cannot have moved.
+// Evictions and re-attaching recreates of other instances, whatever their
+// outcome and whenever called, are left out (namePromise).
 func lastOK(history []porcupine.Operation) map[string]Promise {
 	byName := map[string][]porcupine.Operation{}
 	for _, op := range history {
@@ -289,15 +291,40 @@ func lastOK(history []porcupine.Operation) map[string]Promise {
 }
 
 // namePromise is lastOK's promise for one name, given its operations: none
-// while one of them has not returned (or its outcome is unknown).
+// while one of them has not returned (or its outcome is unknown), leaving
+// out evictions and re-attaching recreates of other VMs than the one the
+// name's last provide or attach named: whatever their outcome, they detach
+// only the disks of their own VM, and a disk promised to this one (no
+// other operation on the name overlapping) is not among them.
 func namePromise(ops []porcupine.Operation) (Promise, bool) {
+	// The VM of the name's last operation, by call, that is no VM
+	// operation.
+	vm, last, found := "", int64(0), false
 	for _, op := range ops {
+		in := op.Input.(diskmodel.Input)
+		if in.Kind == diskmodel.Evict || in.Kind == diskmodel.Reattach {
+			continue
+		}
+		if !found || op.Call > last {
+			vm, last, found = in.VM, op.Call, true
+		}
+	}
+	kept := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		in := op.Input.(diskmodel.Input)
+		if (in.Kind == diskmodel.Evict || in.Kind == diskmodel.Reattach) && found && in.VM != vm {
+			continue
+		}
 		if op.Output == nil || op.Output.(diskmodel.Output).Outcome == diskmodel.Unknown {
 			return Promise{}, false
 		}
+		kept = append(kept, op)
 	}
-	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-	return promiseOf(ops)
+	if len(kept) == 0 {
+		return Promise{}, false
+	}
+	slices.SortStableFunc(kept, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	return promiseOf(kept)
 }
 
 // Doubt is what a name's record may get wrong after a delete or detach

@@ -42,9 +42,10 @@ func TestPromiseNeedsNoOverlappingOperation(t *testing.T) {
 }
 
 // A recreate that re-attached the instance's disks keeps the promise of the
-// provide before it when each was called after the one before returned;
-// one that overlapped it, a recreate of another instance in between, or a
-// plain eviction of the same instance does not.
+// provide before it when each was called after the one before returned,
+// and a recreate of another instance in between leaves it as it was (it
+// cannot move the disk); one that overlapped it or a plain eviction of the
+// same instance does not keep it.
 func TestReattachKeepsThePromise(t *testing.T) {
 	ok := func(cid string) diskmodel.Output { return diskmodel.Output{Outcome: diskmodel.OK, CID: cid} }
 	provide := porcupine.Operation{ClientId: 1, Input: diskmodel.Input{Kind: diskmodel.Provide, Disk: "d0", VM: "i1"}, Call: 5, Output: ok("disk-1"), Return: 8}
@@ -60,7 +61,7 @@ func TestReattachKeepsThePromise(t *testing.T) {
 		{"two, one after the other", []porcupine.Operation{vmOp(diskmodel.Reattach, "i1", 9, 12), vmOp(diskmodel.Reattach, "i1", 13, 15)}, 2},
 		{"one called while the provide ran", []porcupine.Operation{vmOp(diskmodel.Reattach, "i1", 7, 12)}, -1},
 		{"two that overlap each other", []porcupine.Operation{vmOp(diskmodel.Reattach, "i1", 9, 14), vmOp(diskmodel.Reattach, "i1", 13, 15)}, -1},
-		{"a recreate of another instance", []porcupine.Operation{vmOp(diskmodel.Reattach, "i2", 9, 12)}, -1},
+		{"a recreate of another instance (it cannot move the disk)", []porcupine.Operation{vmOp(diskmodel.Reattach, "i2", 9, 12)}, 0},
 		{"a plain recreate of the instance", []porcupine.Operation{vmOp(diskmodel.Evict, "i1", 9, 12)}, -1},
 	} {
 		got, has := lastOK(append([]porcupine.Operation{provide}, c.after...))["d0"]

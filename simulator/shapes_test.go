@@ -79,8 +79,8 @@ func TestBurstsAndNoWaitOps(t *testing.T) {
 
 // The mixed workload reaches a re-attaching recreate of an instance that
 // holds two disks nothing else moves, in about a quarter of its seeds: one
-// client provides two names no other operation names to one instance, then
-// recreates it re-attaching them, waiting for each. Without it a Director
+// client starts an instance, provides two names no other operation names
+// to it, then recreates it re-attaching them, waiting for each. Without it a Director
 // that re-attaches only the first disk survived the default sweep, as
 // other operations on the names nearly always overlapped the recreate.
 func TestMixedWorkloadRecreatesAnInstanceWithTwoDisksOfItsOwn(t *testing.T) {
@@ -105,15 +105,15 @@ func TestMixedWorkloadRecreatesAnInstanceWithTwoDisksOfItsOwn(t *testing.T) {
 			continue
 		}
 		with++
-		if len(a) != 1 || len(b) != 1 || b[0] != a[0]+1 || a[0]+2 >= len(ops) {
+		if len(a) != 1 || len(b) != 1 || b[0] != a[0]+1 || a[0] < 1 || a[0]+2 >= len(ops) {
 			t.Fatalf("seed %d: d3 named by ops %v, d4 by %v; want one provide each, one after the other", seed, a, b)
 		}
-		pa, pb, re := ops[a[0]], ops[b[0]], ops[a[0]+2]
-		if pa.Kind != OpProvide || pb.Kind != OpProvide || re.Kind != OpRecreate || !re.Reattach ||
-			pa.Client != pb.Client || pb.Client != re.Client || pa.VM != pb.VM || pb.VM != re.VM ||
-			pa.NoWait || pb.NoWait || re.NoWait {
-			t.Fatalf("seed %d: %v; %v; %v: want one client's provides of d3 and d4 to one instance, then its re-attaching recreate, each waited for",
-				seed, pa, pb, re)
+		st, pa, pb, re := ops[a[0]-1], ops[a[0]], ops[b[0]], ops[a[0]+2]
+		if st.Kind != OpStart || pa.Kind != OpProvide || pb.Kind != OpProvide || re.Kind != OpRecreate || !re.Reattach ||
+			st.Client != pa.Client || pa.Client != pb.Client || pb.Client != re.Client || st.VM != pa.VM || pa.VM != pb.VM || pb.VM != re.VM ||
+			st.NoWait || pa.NoWait || pb.NoWait || re.NoWait {
+			t.Fatalf("seed %d: %v; %v; %v; %v: want one client's start of an instance, provides of d3 and d4 to it, then its re-attaching recreate, each waited for",
+				seed, st, pa, pb, re)
 		}
 	}
 	if with < seeds/8 || with > seeds/2 {

@@ -277,24 +277,26 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 			ops[i].Reattach = re.IntN(2) == 0
 		}
 	}
-	if sh.Reattach && len(ops) >= 3 {
+	if sh.Reattach && len(ops) >= 4 {
 		reattachPair(rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/reattach-pair"))), ops, cfg, instances)
 	}
 	return ops, nil
 }
 
-// reattachPair puts, in place of three operations of ops, one client's
-// provides of two disk names no other operation names ("d<Disks>",
-// "d<Disks+1>") to one instance, then a recreate of it that re-attaches
+// reattachPair puts, in place of four operations of ops, one client's
+// start of one instance (which creates its VM if a hard stop or VM delete
+// removed it), provides of two disk names no other operation names
+// ("d<Disks>", "d<Disks+1>") to it, then a recreate of it that re-attaches
 // them, each waited for: the instance holds two disks and nothing else
 // moves them, so an OK recreate must have re-attached both.
 func reattachPair(rng *rand.Rand, ops []Op, cfg WorkloadConfig, instances int) {
-	i, vm := rng.IntN(len(ops)-2), rng.IntN(instances)
+	i, vm := rng.IntN(len(ops)-3), rng.IntN(instances)
 	c, delay := ops[i].Client, ops[i].Delay
 	a, b := "d"+strconv.Itoa(cfg.Disks), "d"+strconv.Itoa(cfg.Disks+1)
-	ops[i] = Op{Client: c, Kind: OpProvide, Disk: a, VM: vm, Delay: delay}
-	ops[i+1] = Op{Client: c, Kind: OpProvide, Disk: b, VM: vm}
-	ops[i+2] = Op{Client: c, Kind: OpRecreate, VM: vm, Reattach: true}
+	ops[i] = Op{Client: c, Kind: OpStart, VM: vm, Delay: delay}
+	ops[i+1] = Op{Client: c, Kind: OpProvide, Disk: a, VM: vm}
+	ops[i+2] = Op{Client: c, Kind: OpProvide, Disk: b, VM: vm}
+	ops[i+3] = Op{Client: c, Kind: OpRecreate, VM: vm, Reattach: true}
 }
 
 // burst is a burst on one instance and one disk name: up to 8 operations
