@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"net/http"
 	"path"
 	"path/filepath"
@@ -137,6 +138,16 @@ type View struct {
 	// operation on that name, when there is one: the instance it named and
 	// the disk CID the API answered.
 	LastOK map[string]Promise
+	// InDoubt are the disk names whose record may disagree with the
+	// IaaS because a delete or detach of the name failed, or its client
+	// never learned its outcome, with no OK operation on the name since
+	// that settles it (namesInDoubt). Upstream's delete and detach jobs
+	// (jobs/dynamic_disks/delete_dynamic_disk.rb, detach_dynamic_disk.rb)
+	// change the record only once the CPI call returns, so a call the
+	// cloud applied with its answer lost, then a failure of the calls
+	// made again, leaves a record of a disk the IaaS deleted or detached;
+	// the next delete or detach of the name settles it.
+	InDoubt map[string]Doubt
 }
 
 // GivenTask is a task the Director queued for a workload operation.
@@ -193,7 +204,7 @@ func (w *World) livenessView(given []GivenTask) View {
 // workload's tasks as GET /tasks/:id last answered (livenessView reads
 // them).
 func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) View {
-	v := w.recordsView(w.SafetyView(), lastOK(history))
+	v := w.recordsView(w.SafetyView(), lastOK(history), namesInDoubt(history))
 	v.APIErr = errors.Join(v.APIErr, w.apiGet("/tasks?state=queued,processing&limit="+strconv.Itoa(director.MaxTaskListLimit), &v.OpenTasks))
 	v.Given = given
 	v.Unlinked = unlinkedNames(history)
@@ -220,8 +231,8 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 
 // recordsView is the part of View the leak and records checks need: the
 // oracle (v, a SafetyView the caller has taken), the API's disks, orphans
-// and instances, and the workload's promises.
-func (w *World) recordsView(v View, promised map[string]Promise) View {
+// and instances, the workload's promises and its names in doubt.
+func (w *World) recordsView(v View, promised map[string]Promise, doubt map[string]Doubt) View {
 	v.InstanceIDs = slices.Clone(w.Instances)
 	v.Deployment = w.Deployment
 	insErr := w.apiGet("/deployments/"+w.Deployment+"/instances", &v.Instances)
@@ -234,6 +245,7 @@ func (w *World) recordsView(v View, promised map[string]Promise) View {
 	v.Crashes = w.crashes
 	w.mu.Unlock()
 	v.LastOK = promised
+	v.InDoubt = doubt
 	return v
 }
 
@@ -348,6 +360,8 @@ func (w *World) linkDirMode(root string) (fs.FileMode, bool) {
 // attached elsewhere alone. OK recreates of the promised instance that
 // re-attach its disks, each called after the one before returned, keep
 // the promise: with nothing else on the name, the disk cannot have moved.
+// Evictions and re-attaching recreates of other instances, whatever their
+// outcome and whenever called, are left out (namePromise).
 func lastOK(history []porcupine.Operation) map[string]Promise {
 	byName := map[string][]porcupine.Operation{}
 	for _, op := range history {
@@ -364,36 +378,150 @@ func lastOK(history []porcupine.Operation) map[string]Promise {
 }
 
 // namePromise is lastOK's promise for one name, given its operations: none
-// while one of them has not returned (or its outcome is unknown).
+// while one of them has not returned (or its outcome is unknown), leaving
+// out evictions and re-attaching recreates of other VMs than the one the
+// name's last provide or attach named: whatever their outcome, they detach
+// only the disks of their own VM, and a disk promised to this one (no
+// other operation on the name overlapping) is not among them.
 func namePromise(ops []porcupine.Operation) (Promise, bool) {
+	// The VM of the name's last operation, by call, that is no VM
+	// operation.
+	vm, last, found := "", int64(0), false
 	for _, op := range ops {
+		in := op.Input.(diskmodel.Input)
+		if in.Kind == diskmodel.Evict || in.Kind == diskmodel.Reattach {
+			continue
+		}
+		if !found || op.Call > last {
+			vm, last, found = in.VM, op.Call, true
+		}
+	}
+	kept := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		in := op.Input.(diskmodel.Input)
+		if (in.Kind == diskmodel.Evict || in.Kind == diskmodel.Reattach) && found && in.VM != vm {
+			continue
+		}
 		if op.Output == nil || op.Output.(diskmodel.Output).Outcome == diskmodel.Unknown {
 			return Promise{}, false
 		}
+		kept = append(kept, op)
 	}
+	if len(kept) == 0 {
+		return Promise{}, false
+	}
+	slices.SortStableFunc(kept, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	return promiseOf(kept)
+}
+
+// Doubt is what a name's record may get wrong after a delete or detach
+// in doubt (View.InDoubt).
+type Doubt uint8
+
+const (
+	// DoubtGone: the record may name a disk the IaaS deleted (a delete
+	// in doubt).
+	DoubtGone Doubt = 1 << iota
+	// DoubtDetached: the record may list the disk attached where the IaaS
+	// has it detached (a delete or detach in doubt).
+	DoubtDetached
+)
+
+// namesInDoubt is View.InDoubt of a history.
+func namesInDoubt(history []porcupine.Operation) map[string]Doubt {
+	byName := map[string][]porcupine.Operation{}
+	for _, op := range history {
+		in := op.Input.(diskmodel.Input)
+		byName[in.Disk] = append(byName[in.Disk], op)
+	}
+	out := map[string]Doubt{}
+	for name, ops := range byName {
+		if d := nameInDoubt(ops); d != 0 {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// nameInDoubt is what one name's record may get wrong, given its
+// operations: a delete that failed, or whose outcome its client did not
+// learn (a task a crash cut short, one still running), leaves DoubtGone
+// and DoubtDetached, a detach DoubtDetached, until an OK operation called
+// after it returned settles them: a delete, create, provide or attach
+// both, a detach DoubtDetached.
+func nameInDoubt(ops []porcupine.Operation) Doubt {
+	ops = slices.Clone(ops)
 	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-	return promiseOf(ops)
+	var doubt Doubt
+	since := map[Doubt]int64{}
+	raise := func(d Doubt, at int64) {
+		for _, f := range []Doubt{DoubtGone, DoubtDetached} {
+			if d&f != 0 {
+				doubt |= f
+				since[f] = max(since[f], at)
+			}
+		}
+	}
+	for _, op := range ops {
+		in := op.Input.(diskmodel.Input)
+		var raised Doubt
+		switch in.Kind {
+		case diskmodel.Delete:
+			raised = DoubtGone | DoubtDetached
+		case diskmodel.Detach:
+			raised = DoubtDetached
+		}
+		if op.Output == nil {
+			raise(raised, math.MaxInt64) // still running: in doubt until it returns
+			continue
+		}
+		switch out := op.Output.(diskmodel.Output).Outcome; {
+		case out == diskmodel.Failed || out == diskmodel.Unknown:
+			raise(raised, op.Return)
+		case out == diskmodel.OK:
+			settled := DoubtGone | DoubtDetached
+			switch in.Kind {
+			case diskmodel.Detach:
+				settled = DoubtDetached
+			case diskmodel.Evict, diskmodel.Reattach:
+				settled = 0
+			}
+			for _, f := range []Doubt{DoubtGone, DoubtDetached} {
+				if settled&f != 0 && op.Call > since[f] {
+					doubt &^= f
+				}
+			}
+		}
+	}
+	return doubt
 }
 
 // promises is lastOK kept up to date as a run's operations are called and
 // return: each call works out again only the names whose operations changed
-// since the one before.
+// since the one before. It keeps namesInDoubt the same way.
 type promises struct {
 	version map[string]int // per name, the recorder's version its entry is of
 	promise map[string]Promise
+	doubt   map[string]Doubt
 }
 
-// lastOK is lastOK(rec.History()).
-func (c *promises) lastOK(rec *diskmodel.Recorder) map[string]Promise {
+// lastOK is lastOK(rec.History()) and namesInDoubt(rec.History()).
+func (c *promises) lastOK(rec *diskmodel.Recorder) (map[string]Promise, map[string]Doubt) {
 	if c.version == nil {
-		c.version, c.promise = map[string]int{}, map[string]Promise{}
+		c.version, c.promise, c.doubt = map[string]int{}, map[string]Promise{}, map[string]Doubt{}
 	}
 	for name, v := range rec.NameVersions() {
 		if c.version[name] == v {
 			continue
 		}
 		c.version[name] = v
-		if p, ok := namePromise(rec.NameHistory(name)); ok {
+		ops := rec.NameHistory(name)
+		if d := nameInDoubt(ops); d != 0 {
+			c.doubt[name] = d
+		} else {
+			delete(c.doubt, name)
+		}
+		if p, ok := namePromise(ops); ok {
 			c.promise[name] = p
 		} else {
 			delete(c.promise, name)
@@ -403,7 +531,7 @@ func (c *promises) lastOK(rec *diskmodel.Recorder) map[string]Promise {
 	for name, p := range c.promise {
 		out[name] = p
 	}
-	return out
+	return out, maps.Clone(c.doubt)
 }
 
 // promiseOf is the promise of one name's operations, sorted by call: the
@@ -581,10 +709,16 @@ func checkRecords(v View) error {
 			inst = *dd.Instance
 		}
 		switch {
+		case !ok && v.InDoubt[dd.Name]&DoubtGone != 0:
+			// A delete of the name failed after the cloud may have
+			// deleted the disk; the next OK delete settles it.
 		case !ok:
 			bad = append(bad, fmt.Sprintf("%s: disk %s is not in the IaaS", dd.Name, dd.CID))
 		case inst == "" && !d.VMCID.IsZero():
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it detached, the IaaS has it attached to %s", dd.Name, dd.CID, d.VMCID))
+		case inst != "" && d.VMCID.IsZero() && v.InDoubt[dd.Name]&DoubtDetached != 0:
+			// A detach or delete of the name failed after the cloud may
+			// have detached the disk; the next OK detach settles it.
 		case inst != "" && d.VMCID.String() != vmOf(inst):
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it on instance %s, whose VM is %q; the IaaS has it attached to %q",
 				dd.Name, dd.CID, inst, vmOf(inst), d.VMCID))

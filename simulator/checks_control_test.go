@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cpilab/cpilab/agent"
 	"github.com/cpilab/cpilab/cpiv2"
@@ -345,4 +346,48 @@ func TestLapsedLockLeaseIsCaught(t *testing.T) {
 			InvVMCallsSerial, caught)
 	}
 	t.Logf("leases renewed per step only, violations on seeds 1..8: %v", caught)
+}
+
+// A director whose re-attaching recreate leaves one of the instance's
+// disks detached (planted: after the recreate answers, the second disk is
+// detached behind the workload's back, through the API, so the IaaS, the
+// records and the agent's symlinks all agree) is caught when the recreate
+// answers: both names were promised on the instance and no operation on
+// them overlapped it. The idle records check alone cannot see it here:
+// another client's slow provide keeps the workload busy until detaches of
+// both names have ended the promises.
+func TestReattachCheckRunsWhenTheRecreateAnswers(t *testing.T) {
+	sched, err := faults.ParseSchedule("latency@0 on=create_disk n=1 d=10m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := controlOps(t, "c1 provide disk=c vm=1",
+		"c0 provide disk=a vm=0 delay=1s", "c0 provide disk=b vm=0", "c0 recreate vm=0 reattach=yes",
+		"c0 detach disk=a", "c0 detach disk=b")
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Ops: ops, Scripted: true, Schedule: sched}
+	if o := Simulate(cfg); o.Err != nil {
+		t.Fatalf("reference director: %v", o.Err)
+	}
+	planted := 0
+	cfg.tamper = tamper{afterOp: func(w *World, o Op) {
+		if o.Kind != OpRecreate {
+			return
+		}
+		id, err := w.Director().DetachDynamicDisk(directorUser, "b")
+		if err != nil {
+			t.Errorf("planting the lost re-attach: %v", err)
+			return
+		}
+		if tv, ok := w.WaitTask(id, time.Minute); ok && tv.State == director.TaskDone {
+			planted++
+		}
+	}}
+	o := Simulate(cfg)
+	if planted != 1 {
+		t.Fatalf("the planted detach did not happen: the control proves nothing (outcome %v)", o.Err)
+	}
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvRecords || !strings.Contains(v.Err.Error(), "recreate vm=0 reattach=yes succeeded") {
+		t.Fatalf("a director that re-attaches one disk of two: got %v, want %s at the recreate", o.Err, InvRecords)
+	}
 }

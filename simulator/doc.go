@@ -54,8 +54,16 @@
 //     API, as a dynamic disk or an orphan (no leak); the API's list matches
 //     the IaaS, and the last OK provide or attach of each name still holds
 //     when no other operation on the name was running as it was called
-//     (records); and the VM roots' symlinks match the IaaS attachments
-//     (each reaching its disk's device);
+//     (records; a listed disk the IaaS no longer has, or has detached, is
+//     allowed only while a failed delete or detach of its name is in
+//     doubt, as upstream's jobs keep the record when the CPI call raises,
+//     and the next OK delete or detach must settle it); and the VM roots'
+//     symlinks match the IaaS attachments (each reaching its disk's
+//     device);
+//   - when a recreate that re-attaches the instance's dynamic disks
+//     answers OK: each name whose last provide or attach put its disk on
+//     that instance, with no other operation on it since, has that disk
+//     attached to the instance's new VM, with its symlink (records);
 //   - after every operation: a failed one is explained by a fault on its
 //     path, an invalid request or a documented refusal (explain.go); a
 //     refusal that names a task whose end the workload had seen (a lock or

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cpilab/cpilab/director"
+	"github.com/cpilab/cpilab/director/store"
 	"github.com/cpilab/cpilab/simulator/faults"
 )
 
@@ -34,5 +36,128 @@ func TestCPIOutageOutlastsTheDirectorsRetries(t *testing.T) {
 		if !strings.HasSuffix(o.Log[i], w) {
 			t.Errorf("log line %d: %q, want …%q", i, o.Log[i], w)
 		}
+	}
+}
+
+// A delete_disk the cloud applied with its answer lost, then an outage
+// that outlasts the Director's in-doubt retries: the delete fails and the
+// Director keeps the record of a disk the cloud no longer has, as
+// upstream's delete job does (it destroys the record only after
+// delete_disk returns). The records check allows that record while the
+// delete is in doubt, and the next delete, which finds the disk gone,
+// settles it. A Director that keeps the record after that delete answered
+// OK is caught.
+func TestDeleteInDoubtKeepsTheRecordUntilTheNextDelete(t *testing.T) {
+	sched, err := faults.ParseSchedule("lost-response@0 on=delete_disk n=1; cpi-outage@0 on=delete_disk n=2 d=1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := controlOps(t, "c0 provide disk=d vm=0", "c0 delete disk=d", "c0 detach disk=d delay=10s", "c0 delete disk=d delay=2m")
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Scripted: true, Schedule: sched, Ops: ops}
+	o := Simulate(cfg)
+	if o.Err != nil {
+		t.Fatalf("reference director, a delete in doubt: %v", o.Err)
+	}
+	want := []string{"provide disk=d vm=0: ok", "delete disk=d: failed", "detach disk=d delay=10s: ok", "delete disk=d delay=2m0s: ok"}
+	if len(o.Log) != len(want) {
+		t.Fatalf("log %q, want %d lines", o.Log, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(o.Log[i], w) {
+			t.Errorf("log line %d: %q, want …%q", i, o.Log[i], w)
+		}
+	}
+
+	// The planted bug: the record of the gone disk comes back after the
+	// delete that settled it answered OK.
+	var kept []director.DynamicDisk
+	deletes := 0
+	cfg.tamper = tamper{afterOp: func(w *World, o Op) {
+		if o.Kind != OpDelete {
+			return
+		}
+		if deletes++; deletes == 1 {
+			kept = storeRecords[director.DynamicDisk](t, w, store.DynamicDisks)
+			return
+		}
+		if err := w.Store.Update(func(tx store.Tx) error {
+			for _, dd := range kept {
+				if err := tx.Put(store.DynamicDisks, dd.Name, dd); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("putting the record back: %v", err)
+		}
+	}}
+	o = Simulate(cfg)
+	if len(kept) != 1 {
+		t.Fatalf("the failed delete left %d records, want the one of the gone disk: the control proves nothing (outcome %v)", len(kept), o.Err)
+	}
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvRecords || !strings.Contains(v.Err.Error(), "is not in the IaaS") {
+		t.Fatalf("a director that keeps the record after a delete answered OK: got %v, want %s", o.Err, InvRecords)
+	}
+}
+
+// The same for a detach: a detach_disk the cloud applied with its answer
+// lost, then an outage past the retries, fails the detach and keeps the
+// record of the disk as attached (upstream's detach job changes the record
+// only once detach_disk returns); the records check allows it while the
+// detach is in doubt, and the next detach (DiskNotAttached) settles it.
+// A Director that keeps the record attached after that detach answered OK
+// is caught.
+func TestDetachInDoubtKeepsTheAttachmentUntilTheNextDetach(t *testing.T) {
+	sched, err := faults.ParseSchedule("lost-response@0 on=detach_disk n=1; cpi-outage@0 on=detach_disk n=2 d=1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := controlOps(t, "c0 provide disk=d vm=0", "c0 detach disk=d", "c0 detach disk=d delay=2m")
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Scripted: true, Schedule: sched, Ops: ops}
+	o := Simulate(cfg)
+	if o.Err != nil {
+		t.Fatalf("reference director, a detach in doubt: %v", o.Err)
+	}
+	want := []string{"provide disk=d vm=0: ok", "detach disk=d: failed", "detach disk=d delay=2m0s: ok"}
+	if len(o.Log) != len(want) {
+		t.Fatalf("log %q, want %d lines", o.Log, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(o.Log[i], w) {
+			t.Errorf("log line %d: %q, want …%q", i, o.Log[i], w)
+		}
+	}
+
+	// The planted bug: the record says attached again after the detach
+	// that settled it answered OK.
+	var kept []director.DynamicDisk
+	detaches := 0
+	cfg.tamper = tamper{afterOp: func(w *World, o Op) {
+		if o.Kind != OpDetach {
+			return
+		}
+		if detaches++; detaches == 1 {
+			kept = storeRecords[director.DynamicDisk](t, w, store.DynamicDisks)
+			return
+		}
+		if err := w.Store.Update(func(tx store.Tx) error {
+			for _, dd := range kept {
+				if err := tx.Put(store.DynamicDisks, dd.Name, dd); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("putting the record back: %v", err)
+		}
+	}}
+	o = Simulate(cfg)
+	if len(kept) != 1 || kept[0].VMCID == "" {
+		t.Fatalf("the failed detach left records %+v, want the one of the disk, attached: the control proves nothing (outcome %v)", kept, o.Err)
+	}
+	v, ok := AsViolation(o.Err)
+	if !ok || v.Invariant != InvRecords || !strings.Contains(v.Err.Error(), "the IaaS has it attached to \"\"") {
+		t.Fatalf("a director that keeps the record attached after a detach answered OK: got %v, want %s", o.Err, InvRecords)
 	}
 }

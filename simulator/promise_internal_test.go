@@ -42,9 +42,10 @@ func TestPromiseNeedsNoOverlappingOperation(t *testing.T) {
 }
 
 // A recreate that re-attached the instance's disks keeps the promise of the
-// provide before it when each was called after the one before returned;
-// one that overlapped it, a recreate of another instance in between, or a
-// plain eviction of the same instance does not.
+// provide before it when each was called after the one before returned,
+// and a recreate of another instance in between leaves it as it was (it
+// cannot move the disk); one that overlapped it or a plain eviction of the
+// same instance does not keep it.
 func TestReattachKeepsThePromise(t *testing.T) {
 	ok := func(cid string) diskmodel.Output { return diskmodel.Output{Outcome: diskmodel.OK, CID: cid} }
 	provide := porcupine.Operation{ClientId: 1, Input: diskmodel.Input{Kind: diskmodel.Provide, Disk: "d0", VM: "i1"}, Call: 5, Output: ok("disk-1"), Return: 8}
@@ -60,7 +61,7 @@ func TestReattachKeepsThePromise(t *testing.T) {
 		{"two, one after the other", []porcupine.Operation{vmOp(diskmodel.Reattach, "i1", 9, 12), vmOp(diskmodel.Reattach, "i1", 13, 15)}, 2},
 		{"one called while the provide ran", []porcupine.Operation{vmOp(diskmodel.Reattach, "i1", 7, 12)}, -1},
 		{"two that overlap each other", []porcupine.Operation{vmOp(diskmodel.Reattach, "i1", 9, 14), vmOp(diskmodel.Reattach, "i1", 13, 15)}, -1},
-		{"a recreate of another instance", []porcupine.Operation{vmOp(diskmodel.Reattach, "i2", 9, 12)}, -1},
+		{"a recreate of another instance (it cannot move the disk)", []porcupine.Operation{vmOp(diskmodel.Reattach, "i2", 9, 12)}, 0},
 		{"a plain recreate of the instance", []porcupine.Operation{vmOp(diskmodel.Evict, "i1", 9, 12)}, -1},
 	} {
 		got, has := lastOK(append([]porcupine.Operation{provide}, c.after...))["d0"]
@@ -100,10 +101,13 @@ func TestPerNameIndexesAnswerAsTheWholeHistory(t *testing.T) {
 				running = append(running[:i], running[i+1:]...)
 			}
 			h := rec.History()
-			want := lastOK(h)
-			got := kept.lastOK(rec)
+			want, wantDoubt := lastOK(h), namesInDoubt(h)
+			got, gotDoubt := kept.lastOK(rec)
 			if !reflect.DeepEqual(got, want) {
 				rt.Fatalf("kept promises %v; the whole history's %v\n%s", got, want, diskmodel.Describe(h))
+			}
+			if !reflect.DeepEqual(gotDoubt, wantDoubt) {
+				rt.Fatalf("kept names in doubt %v; the whole history's %v\n%s", gotDoubt, wantDoubt, diskmodel.Describe(h))
 			}
 			promised += len(got)
 			for id := range h {
@@ -136,4 +140,45 @@ func othersRunningScan(h []porcupine.Operation, id int) bool {
 		return true
 	}
 	return false
+}
+
+// A delete that failed leaves its name in doubt (the cloud may have
+// deleted or detached the disk, the record kept), a detach that failed
+// its attachment, until an OK operation on the name called after it
+// returned settles them; one that overlapped the failed call may have come
+// before it, and a failed or refused one settles nothing.
+func TestInDoubtUntilAnOKOperationAfterIt(t *testing.T) {
+	op := func(kind diskmodel.OpKind, out diskmodel.Outcome, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{Input: diskmodel.Input{Kind: kind, Disk: "d0", VM: "i0"}, Call: call, Output: diskmodel.Output{Outcome: out}, Return: ret}
+	}
+	both := DoubtGone | DoubtDetached
+	failed := op(diskmodel.Delete, diskmodel.Failed, 10, 20)
+	failedDetach := op(diskmodel.Detach, diskmodel.Failed, 10, 20)
+	for _, c := range []struct {
+		name  string
+		ops   []porcupine.Operation
+		doubt Doubt
+	}{
+		{"no delete", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2)}, 0},
+		{"an OK delete", []porcupine.Operation{op(diskmodel.Delete, diskmodel.OK, 1, 2)}, 0},
+		{"a failed delete", []porcupine.Operation{failed}, both},
+		{"a delete cut short", []porcupine.Operation{op(diskmodel.Delete, diskmodel.Unknown, 10, 20)}, both},
+		{"a delete still running", []porcupine.Operation{{Input: diskmodel.Input{Kind: diskmodel.Delete, Disk: "d0"}, Call: 10}}, both},
+		{"a refused delete", []porcupine.Operation{op(diskmodel.Delete, diskmodel.Refused, 10, 20)}, 0},
+		{"then an OK delete", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.OK, 21, 22)}, 0},
+		{"then an OK provide", []porcupine.Operation{failed, op(diskmodel.Provide, diskmodel.OK, 21, 22)}, 0},
+		{"then an OK detach", []porcupine.Operation{failed, op(diskmodel.Detach, diskmodel.OK, 21, 22)}, DoubtGone},
+		{"then an OK recreate", []porcupine.Operation{failed, op(diskmodel.Reattach, diskmodel.OK, 21, 22)}, both},
+		{"then a failed delete", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.Failed, 21, 22)}, both},
+		{"an OK delete overlapping it", []porcupine.Operation{failed, op(diskmodel.Delete, diskmodel.OK, 15, 25)}, both},
+		{"an OK provide before it", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2), failed}, both},
+		{"a failed detach", []porcupine.Operation{failedDetach}, DoubtDetached},
+		{"a failed detach, then an OK detach", []porcupine.Operation{failedDetach, op(diskmodel.Detach, diskmodel.OK, 21, 22)}, 0},
+		{"a failed detach, then an OK attach", []porcupine.Operation{failedDetach, op(diskmodel.Attach, diskmodel.OK, 21, 22)}, 0},
+		{"a failed detach, then an OK detach overlapping it", []porcupine.Operation{failedDetach, op(diskmodel.Detach, diskmodel.OK, 15, 22)}, DoubtDetached},
+	} {
+		if got := nameInDoubt(c.ops); got != c.doubt {
+			t.Errorf("%s: in doubt %b, want %b", c.name, got, c.doubt)
+		}
+	}
 }

@@ -31,9 +31,12 @@ const (
 	// InvLinks: agent symlinks match the IaaS attachments (oracle and VM
 	// roots, once quiescent and after every OK provide).
 	InvLinks = "agent-links-match-iaas"
-	// InvRecords: once quiescent, the dynamic disks the Director's API
-	// lists match the IaaS, and the last OK provide or attach of each name
-	// still holds.
+	// InvRecords: once quiescent (and whenever the workload is idle), the
+	// dynamic disks the Director's API lists match the IaaS, and the last
+	// OK provide or attach of each name still holds; a record of a disk
+	// the IaaS no longer has, or has detached, is allowed only while a
+	// failed delete or detach of the name is in doubt. An OK re-attaching recreate keeps the promises of
+	// its instance's names at once.
 	InvRecords = "director-records-match-iaas"
 	// InvNoLeak: once quiescent, every IaaS disk is one the Director's API
 	// lists (dynamic disk or orphan).
@@ -215,4 +218,4 @@ func (r Race) SearchRun(profile string, seed Seed, steps int) (SimConfig, error)
 // left the reference director's records wrong, the lost-response-*.txt
 // scenarios, until it began calling in-doubt disk calls again).
 const ReferenceSweepFaults = "cpi-error=0.02,lost-response=0.01,latency=0.05,director-crash=0.002,agent-unresponsive=0.01," +
-	"agent-restart=0.005,agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05"
+	"agent-restart=0.005,agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05,cpi-outage=0.002"

@@ -16,7 +16,8 @@ import (
 // NAME`).
 const (
 	// ShapeMixed draws every feature below per seed, each on with
-	// probability 1/2, and 1 to 16 clients.
+	// probability 1/2 (a re-attaching recreate of two disks 1/4), and 1
+	// to 16 clients.
 	ShapeMixed = "mixed"
 	// ShapeLight is none of them: 3 clients that wait for every task.
 	ShapeLight = "light"
@@ -39,7 +40,8 @@ const (
 	// and bursts: the queue holds more tasks than there are workers.
 	ShapeDeepQueue = "deep-queue"
 	// ShapeVMOps: bursts end with a recreate, hard stop or VM delete of
-	// the instance the burst's provides name.
+	// the instance the burst's provides name; and one client provides two
+	// disks of its own to an instance and recreates it, re-attaching them.
 	ShapeVMOps = "vm-ops"
 	// ShapeMove: bursts span two instances and two disk names, with
 	// deletes among them, and four dynamic-disk workers: a disk moves
@@ -73,6 +75,11 @@ type Shape struct {
 	// DiskWorkers is the number of dynamic-disk workers (0: the director's
 	// default, 2).
 	DiskWorkers int
+	// Reattach: once in the run, one client provides two disk names of
+	// their own (no other operation names them) to one instance, then
+	// recreates it with reattach_dynamic_disks, waiting for each: an OK
+	// recreate then must have re-attached both (checkReattached).
+	Reattach bool
 	// Move: bursts span two instances and two disk names.
 	Move bool
 }
@@ -94,6 +101,9 @@ func (s Shape) String() string {
 	}
 	if s.Move {
 		parts = append(parts, "bursts over two instances and two names")
+	}
+	if s.Reattach {
+		parts = append(parts, "a re-attaching recreate of two disks")
 	}
 	if s.DiskWorkers > 0 {
 		parts = append(parts, fmt.Sprintf("%d disk workers", s.DiskWorkers))
@@ -137,6 +147,8 @@ func DrawShape(cfg WorkloadConfig, seed uint64) (Shape, error) {
 				f()
 			}
 		}
+		// Drawn after the others, so that they stay as they were.
+		sh.Reattach = rng.IntN(4) == 0
 	case ShapeManyClients:
 		sh.Clients = maxClients
 	case ShapeNoWait:
@@ -152,6 +164,7 @@ func DrawShape(cfg WorkloadConfig, seed uint64) (Shape, error) {
 	case ShapeVMOps:
 		sh.Clients = 8
 		vmOps()
+		sh.Reattach = true
 	case ShapeMove:
 		sh.Clients = 8
 		move()

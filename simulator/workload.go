@@ -302,6 +302,9 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 			ops[i].Reattach = re.IntN(2) == 0
 		}
 	}
+	if sh.Reattach && len(ops) >= 4 {
+		reattachPair(rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/reattach-pair"))), ops, cfg, instances)
+	}
 	// A third of the provides, attaches and creates send metadata, on a
 	// stream of its own too.
 	meta := rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/metadata")))
@@ -311,6 +314,22 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 		}
 	}
 	return ops, nil
+}
+
+// reattachPair puts, in place of four operations of ops, one client's
+// start of one instance (which creates its VM if a hard stop or VM delete
+// removed it), provides of two disk names no other operation names
+// ("d<Disks>", "d<Disks+1>") to it, then a recreate of it that re-attaches
+// them, each waited for: the instance holds two disks and nothing else
+// moves them, so an OK recreate must have re-attached both.
+func reattachPair(rng *rand.Rand, ops []Op, cfg WorkloadConfig, instances int) {
+	i, vm := rng.IntN(len(ops)-3), rng.IntN(instances)
+	c, delay := ops[i].Client, ops[i].Delay
+	a, b := "d"+strconv.Itoa(cfg.Disks), "d"+strconv.Itoa(cfg.Disks+1)
+	ops[i] = Op{Client: c, Kind: OpStart, VM: vm, Delay: delay}
+	ops[i+1] = Op{Client: c, Kind: OpProvide, Disk: a, VM: vm}
+	ops[i+2] = Op{Client: c, Kind: OpProvide, Disk: b, VM: vm}
+	ops[i+3] = Op{Client: c, Kind: OpRecreate, VM: vm, Reattach: true}
 }
 
 // burst is a burst on one instance and one disk name: up to 8 operations
@@ -636,12 +655,12 @@ func (r *workloadRun) checkIdle(step int) {
 		return
 	}
 	r.promisesMu.Lock()
-	promised := r.promises.lastOK(r.history)
+	promised, doubt := r.promises.lastOK(r.history)
 	r.promisesMu.Unlock()
 	// The oracle is read again rather than the step's SafetyView reused:
 	// the cloud's lock is a scheduling point, and the runs' traces are
 	// pinned.
-	v := r.w.recordsView(r.w.SafetyView(), promised)
+	v := r.w.recordsView(r.w.SafetyView(), promised, doubt)
 	if v.APIErr != nil {
 		return
 	}
@@ -702,6 +721,9 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		}
 		r.history.Return(id, out)
 	}
+	if o.Reattach && out.Outcome == diskmodel.OK {
+		r.checkReattached(o, ids)
+	}
 	// The detail may name paths in the run's temporary directory, which
 	// must not reach the trace (its hash is compared across runs).
 	detail := strings.ReplaceAll(res.detail, w.cfg.DataDir, "$DATA")
@@ -721,5 +743,45 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		if f.Kind == faults.DirectorCrash {
 			w.Crash(f.Duration)
 		}
+	}
+}
+
+// checkReattached runs when a recreate that re-attaches the instance's
+// dynamic disks succeeds (ids are its history entries, one per name of
+// r.disks): each name it kept the promise of (lastOK: the name's last
+// provide or attach put its disk on this instance, and only re-attaching
+// recreates of it followed, one after the other) on which no operation
+// began since must have that disk attached to the instance's new VM, as
+// the API lists the instance, with its agent's symlink. The idle records
+// check would see the same, but with several clients a later operation
+// on the name usually comes first and ends the promise.
+func (r *workloadRun) checkReattached(o Op, ids []int) {
+	w := r.w
+	label := InstanceLabel(o.VM)
+	for i, id := range ids {
+		name := r.disks[i]
+		if r.latestCall(name) != id || r.history.OthersRunning(id) {
+			continue
+		}
+		p, ok := namePromise(r.history.NameHistory(name))
+		if !ok || p.Reattached == 0 || p.Instance != label {
+			continue
+		}
+		vm, _, err := w.instanceVM(w.Instances[o.VM])
+		if err != nil {
+			continue // the Director is down: the idle and quiescent checks decide
+		}
+		d, inIaaS := w.oracleDisk(p.CID)
+		if !inIaaS || d.VMCID.IsZero() || d.VMCID.String() != vm {
+			at := "the IaaS has no such disk"
+			if inIaaS {
+				at = fmt.Sprintf("the IaaS has it attached to %q, not to the instance's VM %q", d.VMCID, vm)
+			}
+			w.addViolation(&Violation{Invariant: InvRecords, Phase: AfterStep,
+				Err: fmt.Errorf("%v succeeded and no other operation on %s overlapped it, whose last provide or attach put disk %s on %s, but %s",
+					o, name, p.CID, label, at)})
+			continue
+		}
+		w.checkProvideLink(o.Kind, name, p.CID)
 	}
 }
