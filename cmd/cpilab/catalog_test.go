@@ -341,12 +341,13 @@ func tail(s string, n int) string {
 type catalogScopes struct {
 	areas   map[string]map[string][]string // clause → suite → areas
 	methods map[string][]string            // method → suites of the specs labelled with it
+	specs   map[string][][]string          // clause → the method labels of each of its contract specs
 	full    bool
 }
 
 func clauseScopes(t *testing.T, dir string) catalogScopes {
 	t.Helper()
-	sc := catalogScopes{areas: map[string]map[string][]string{}, methods: map[string][]string{}, full: os.Getenv("CPILAB_CATALOG_FULL") == "1"}
+	sc := catalogScopes{areas: map[string]map[string][]string{}, methods: map[string][]string{}, specs: map[string][][]string{}, full: os.Getenv("CPILAB_CATALOG_FULL") == "1"}
 	code, stdout, stderr := certify(t, dir, "--list")
 	if code != 0 {
 		t.Fatalf("certify --list exited %d: %s", code, stderr)
@@ -374,6 +375,9 @@ func clauseScopes(t *testing.T, dir string) catalogScopes {
 			if v, ok := strings.CutPrefix(l, "method:"); ok {
 				methods = append(methods, v)
 			}
+		}
+		if suite == "contract" {
+			sc.specs[clause] = append(sc.specs[clause], methods)
 		}
 		for _, m := range methods {
 			if !slices.Contains(sc.methods[m], suite) {
@@ -457,4 +461,55 @@ func (sc catalogScopes) variantFilter(v buggycpi.Bug) string {
 		filter += " || suite:matrix"
 	}
 	return filter
+}
+
+// resembles names a bug of the catalog that a run with the variant's
+// filter would reject: one whose clause is a contract clause (not the wire,
+// setup or clean-up, no AlsoClauses) and each of whose specs is labelled
+// with a method the variant varies; "" when there is none. Of several, the
+// one whose specs call the fewest other methods (the clause most about the
+// varied methods: disk.create-as-asked for create_disk, not a snapshot
+// clause whose specs also create a disk).
+func (sc catalogScopes) resembles(v buggycpi.Bug) string {
+	best, fewest := "", 0.0
+	for _, b := range buggycpi.Catalog {
+		specs := sc.specs[b.Clause]
+		if len(specs) == 0 || sc.filter(b) == "suite:contract" {
+			continue
+		}
+		all, labels := true, 0
+		for _, methods := range specs {
+			all = all && slices.ContainsFunc(methods, func(m string) bool { return slices.Contains(v.Varies, m) })
+			labels += len(methods)
+		}
+		if per := float64(labels) / float64(len(specs)); all && (best == "" || per < fewest) {
+			best, fewest = b.Name, per
+		}
+	}
+	return best
+}
+
+// TestCatalogVariantScopesRejectABug: the specs make test accepts a
+// scoped legal variant with are all the specs of the clause of at least
+// one bug of the catalog (a bug of the methods the variant varies), so the
+// scoped run is one that rejects a real bug of the kind the variant
+// resembles.
+func TestCatalogVariantScopesRejectABug(t *testing.T) {
+	sc := clauseScopes(t, buildCPIs(t))
+	sc.full = false
+	scoped := 0
+	for _, v := range buggycpi.Variants {
+		if len(v.Varies) == 0 {
+			continue
+		}
+		scoped++
+		if b := sc.resembles(v); b == "" {
+			t.Errorf("variant %s (varies %s): no bug of the catalog has a clause whose every contract spec is labelled with one of those methods; its scoped run %q is not shown to reject a bug of its kind", v.Name, strings.Join(v.Varies, ", "), sc.variantFilter(v))
+		} else {
+			t.Logf("%s: accepted by the specs that reject %s", v.Name, b)
+		}
+	}
+	if scoped == 0 {
+		t.Fatal("no legal variant names the methods it varies")
+	}
 }
