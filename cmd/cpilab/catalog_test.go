@@ -28,7 +28,9 @@ import (
 // every step), and the whole reference table when a row is labelled with
 // one of them: the specs a bug of those methods is rejected by. The run
 // must show a spec calling each varied method, or the scope misses what
-// the variant changes and the test fails. A variant that changes every call
+// the variant changes and the test fails; TestCatalogVariantScopesRejectABug
+// checks that the scope holds every spec of the clause of a bug of those
+// methods. A variant that changes every call
 // (pretty-printed JSON, CRLF line ends, its log, error messages) or the whole
 // CPI (api_version 1 only, bosh-cpi-go, the Ruby library) gets the default
 // run. What make test thus leaves to make catalog: a scoped variant is not
