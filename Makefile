@@ -25,7 +25,8 @@ build:
 
 # make test: vet, format check, unit and suite tests (with a throw-away
 # PostgreSQL cluster, installed from the distribution's packages when
-# missing), the catalog of buggy CPIs (each certified by a default run),
+# missing), the catalog of buggy CPIs (each certified by the specs that can
+# catch it; make catalog gives each a default run),
 # race tests (-short), short fuzz. The tests comparing the Docker face with a
 # real Docker daemon start a private one (scripts/dockerd.sh, docker.io from
 # the distribution's packages) and skip, saying why, where none can run.
@@ -43,9 +44,12 @@ test-steps:
 certify: build
 	$(BIN)/cpilab certify
 
-# make catalog: every bug of fixtures/buggycpi in a default certify run (make
-# test certifies a bug whose clause lives in some areas with only those areas'
-# specs and every context's setup and clean-up; see cmd/cpilab/catalog_test.go).
+# make catalog: every bug and every legal variant of fixtures/buggycpi in a
+# default certify run (make test certifies a bug whose clause lives in some
+# areas with only those areas' specs and every context's setup and clean-up,
+# and a legal variant that names the methods it varies with those methods'
+# specs, the setup, clean-up and explore specs, and the reference table when
+# a row calls them; see cmd/cpilab/catalog_test.go).
 catalog: build
 	CPILAB_CATALOG_FULL=1 $(GO) test -count=1 -timeout 40m -run '^TestCertifyCatalog$$' -v ./cmd/cpilab/
 

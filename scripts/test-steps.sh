@@ -3,9 +3,12 @@
 # first). Two lanes run side by side:
 #   - the unit and suite tests, then the race tests (-short), then a short
 #     fuzz run, one after the other;
-#   - the CPI catalog (TestCertifyCatalog), the longest single step.
+#   - the CPI catalog (TestCertifyCatalog), the longest single step: each
+#     bug and each legal variant that names the methods it varies
+#     certified by the specs that can show it (make catalog gives every
+#     one a whole default run; see cmd/cpilab/catalog_test.go).
 # The catalog's certify runs fill the cores the unit step leaves idle on its
-# tail (cmd/cpilab's certify runs, one at a time), and the race and fuzz
+# tail (cmd/cpilab's certify runs, two at a time), and the race and fuzz
 # steps start as soon as the unit step ends instead of waiting for the
 # catalog. The unit step runs four packages at a time (go test's default is
 # one per core): several suites mostly wait on a Director's tasks and agents

@@ -19,8 +19,23 @@ import (
 
 // The catalog test runs `cpilab certify --cpi` against every bug of
 // fixtures/buggycpi, which must be rejected with the bug's own clause named,
-// and every legal variant, which must be accepted by a default run (no label
-// filter: a legal variant must pass every spec).
+// and every legal variant, which must be accepted.
+//
+// A legal variant that names the methods it varies (Bug.Varies: create_vm,
+// attach_disk, set_vm_metadata, …) is accepted by a run of the contract
+// specs labelled with one of those methods, every contract context's setup
+// and clean-up, the explore row (random lifecycles checking the model after
+// every step), and the whole reference table when a row is labelled with
+// one of them: the specs a bug of those methods is rejected by. The run
+// must show a spec calling each varied method, or the scope misses what
+// the variant changes and the test fails; TestCatalogVariantScopesRejectABug
+// checks that the scope holds every spec of the clause of a bug of those
+// methods. A variant that changes every call
+// (pretty-printed JSON, CRLF line ends, its log, error messages) or the whole
+// CPI (api_version 1 only, bosh-cpi-go, the Ruby library) gets the default
+// run. What make test thus leaves to make catalog: a scoped variant is not
+// run through the specs of the methods it does not vary (a false failure
+// there would show only in make catalog), as a scoped bug is not.
 //
 // A bug whose clause belongs to certain areas (disk.attach-hint-device: the
 // hints area of the contract suite) is certified with a label filter that
@@ -36,12 +51,13 @@ import (
 // clean-up), a bug that another clause may catch first (AlsoClauses), or one
 // whose clause no spec lists, is certified with the whole contract suite
 // first (--label-filter suite:contract), then the same way;
-// CPILAB_CATALOG_FULL=1 gives every bug the default run (make catalog).
+// CPILAB_CATALOG_FULL=1 gives every bug and every variant the default run
+// (make catalog).
 //
 //	CPILAB_CATALOG=hint-off-by-one,legal-pretty-json  only these (while developing)
 //	CPILAB_CATALOG_PARALLEL=2                         certify processes at once (default 2;
 //	                                                  more also needs go test -parallel)
-//	CPILAB_CATALOG_FULL=1                             every bug in a default run
+//	CPILAB_CATALOG_FULL=1                             every bug and variant in a default run
 func catalogSelection(t *testing.T) (bugs, variants []buggycpi.Bug) {
 	t.Helper()
 	sel := strings.FieldsFunc(os.Getenv("CPILAB_CATALOG"), func(r rune) bool { return r == ',' || r == ' ' })
@@ -120,7 +136,7 @@ func TestCertifyCatalog(t *testing.T) {
 			t.Run("variant/"+v.Name, func(t *testing.T) {
 				t.Parallel()
 				defer slot(t, v.Name)()
-				certifyAccepts(t, dir, v)
+				certifyAccepts(t, dir, v, scopes.variantFilter(v))
 			})
 		}
 	})
@@ -250,13 +266,29 @@ func checkRejectionOutput(t *testing.T, bug buggycpi.Bug, stdout string) {
 	}
 }
 
-// certifyAccepts checks that a default certify run accepts a legal variant.
-func certifyAccepts(t *testing.T, dir string, v buggycpi.Bug) {
+// certifyAccepts checks that a certify run accepts a legal variant: the
+// default run, or the run scoped by labelFilter to the specs of the
+// methods it varies, which must then call each of them.
+func certifyAccepts(t *testing.T, dir string, v buggycpi.Bug, labelFilter string) {
 	t.Helper()
 	link := install(t, dir, v)
-	code, stdout, stderr := certify(t, dir, "--cpi", link)
+	args := []string{"--cpi", link}
+	js := filepath.Join(t.TempDir(), "a.json")
+	if labelFilter != "" {
+		args = append(args, "--label-filter", labelFilter, "--json-report", js)
+	}
+	code, stdout, stderr := certify(t, dir, args...)
 	if code != 0 || !strings.Contains(stdout, "ACCEPTED") {
-		t.Fatalf("certify exited %d against a correct CPI (%s)\nstdout:\n%s\nstderr:\n%s", code, v.Story, stdout, tail(stderr, 4000))
+		t.Fatalf("certify %s exited %d against a correct CPI (%s)\nstdout:\n%s\nstderr:\n%s", strings.Join(args[2:], " "), code, v.Story, stdout, tail(stderr, 4000))
+	}
+	if labelFilter != "" {
+		rep, err := suites.ReadCertifyReport(js)
+		if err != nil {
+			t.Fatalf("JSON report: %v", err)
+		}
+		if missing := uncalled(rep, v.Varies); len(missing) > 0 {
+			t.Errorf("the run scoped to %q accepted the variant without a spec calling %s, which it varies: the scope does not exercise what the variant changes", labelFilter, strings.Join(missing, ", "))
+		}
 	}
 	if !strings.Contains(stdout, "left in the embedded fakeiaas after the run: nothing") {
 		t.Errorf("resources left after the run:\n%s", stdout)
@@ -280,6 +312,25 @@ func certifyAccepts(t *testing.T, dir string, v buggycpi.Bug) {
 	}
 }
 
+// uncalled lists the methods no spec of the report called (a spec a
+// NotImplemented or NotSupported answer leaves not checked counts: the
+// run saw the variant's answer).
+func uncalled(rep *suites.CertifyReport, methods []string) []string {
+	called := map[string]bool{}
+	for _, s := range rep.Specs {
+		for _, m := range s.Methods {
+			called[m] = true
+		}
+	}
+	var out []string
+	for _, m := range methods {
+		if !called[m] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func tail(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -290,13 +341,15 @@ func tail(s string, n int) string {
 // catalogScopes maps each clause to the suites and areas of the specs that
 // check it, as `cpilab certify --list` shows them.
 type catalogScopes struct {
-	areas map[string]map[string][]string // clause → suite → areas
-	full  bool
+	areas   map[string]map[string][]string // clause → suite → areas
+	methods map[string][]string            // method → suites of the specs labelled with it
+	specs   map[string][][]string          // clause → the method labels of each of its contract specs
+	full    bool
 }
 
 func clauseScopes(t *testing.T, dir string) catalogScopes {
 	t.Helper()
-	sc := catalogScopes{areas: map[string]map[string][]string{}, full: os.Getenv("CPILAB_CATALOG_FULL") == "1"}
+	sc := catalogScopes{areas: map[string]map[string][]string{}, methods: map[string][]string{}, specs: map[string][][]string{}, full: os.Getenv("CPILAB_CATALOG_FULL") == "1"}
 	code, stdout, stderr := certify(t, dir, "--list")
 	if code != 0 {
 		t.Fatalf("certify --list exited %d: %s", code, stderr)
@@ -313,12 +366,24 @@ func clauseScopes(t *testing.T, dir string) catalogScopes {
 			continue
 		}
 		suite, area := "", ""
+		var methods []string
 		for _, l := range strings.Split(labels, ", ") {
 			if v, ok := strings.CutPrefix(l, "suite:"); ok {
 				suite = v
 			}
 			if v, ok := strings.CutPrefix(l, "area:"); ok {
 				area = v
+			}
+			if v, ok := strings.CutPrefix(l, "method:"); ok {
+				methods = append(methods, v)
+			}
+		}
+		if suite == "contract" {
+			sc.specs[clause] = append(sc.specs[clause], methods)
+		}
+		for _, m := range methods {
+			if !slices.Contains(sc.methods[m], suite) {
+				sc.methods[m] = append(sc.methods[m], suite)
 			}
 		}
 		if sc.areas[clause] == nil {
@@ -328,7 +393,8 @@ func clauseScopes(t *testing.T, dir string) catalogScopes {
 			sc.areas[clause][suite] = append(sc.areas[clause][suite], area)
 		}
 	}
-	if len(sc.areas) < 20 || len(sc.areas["disk.attach-hint-device"]["contract"]) == 0 || len(sc.areas["table.registry"]["matrix"]) == 0 {
+	if len(sc.areas) < 20 || len(sc.areas["disk.attach-hint-device"]["contract"]) == 0 || len(sc.areas["table.registry"]["matrix"]) == 0 ||
+		!slices.Contains(sc.methods["attach_disk"], "matrix") || !slices.Contains(sc.methods["set_vm_metadata"], "contract") {
 		t.Fatalf("certify --list does not show the suites and areas of the clauses (%d clauses):\n%s", len(sc.areas), stdout)
 	}
 	return sc
@@ -372,4 +438,80 @@ func (sc catalogScopes) filter(bug buggycpi.Bug) string {
 		keep = append(keep, "(suite:"+suite+" && ("+strings.Join(areas, " || ")+"))")
 	}
 	return strings.Join(keep, " || ")
+}
+
+// variantFilter is the label filter a legal variant is accepted with (""
+// for the default run): for a variant that names the methods it varies,
+// the contract specs labelled with one of them, every contract context's
+// setup and clean-up, the explore row (the random lifecycles call every
+// method and check the model after each step), and the whole reference
+// table when one of its rows is labelled with one of them (its rows are
+// ordered steps). That is the run that rejects a bug of those methods,
+// whose clause lives in their specs' areas.
+func (sc catalogScopes) variantFilter(v buggycpi.Bug) string {
+	if sc.full || len(v.Varies) == 0 {
+		return ""
+	}
+	keep := []string{"area:setup", "area:cleanup", "area:explore"}
+	matrix := false
+	for _, m := range v.Varies {
+		keep = append(keep, "method:"+m)
+		matrix = matrix || slices.Contains(sc.methods[m], "matrix")
+	}
+	filter := "(suite:contract && (" + strings.Join(keep, " || ") + "))"
+	if matrix {
+		filter += " || suite:matrix"
+	}
+	return filter
+}
+
+// resembles names a bug of the catalog that a run with the variant's
+// filter would reject: one whose clause is a contract clause (not the wire,
+// setup or clean-up, no AlsoClauses) and each of whose specs is labelled
+// with a method the variant varies; "" when there is none. Of several, the
+// one whose specs call the fewest other methods (the clause most about the
+// varied methods: disk.create-as-asked for create_disk, not a snapshot
+// clause whose specs also create a disk).
+func (sc catalogScopes) resembles(v buggycpi.Bug) string {
+	best, fewest := "", 0.0
+	for _, b := range buggycpi.Catalog {
+		specs := sc.specs[b.Clause]
+		if len(specs) == 0 || sc.filter(b) == "suite:contract" {
+			continue
+		}
+		all, labels := true, 0
+		for _, methods := range specs {
+			all = all && slices.ContainsFunc(methods, func(m string) bool { return slices.Contains(v.Varies, m) })
+			labels += len(methods)
+		}
+		if per := float64(labels) / float64(len(specs)); all && (best == "" || per < fewest) {
+			best, fewest = b.Name, per
+		}
+	}
+	return best
+}
+
+// TestCatalogVariantScopesRejectABug: the specs make test accepts a
+// scoped legal variant with are all the specs of the clause of at least
+// one bug of the catalog (a bug of the methods the variant varies), so the
+// scoped run is one that rejects a real bug of the kind the variant
+// resembles.
+func TestCatalogVariantScopesRejectABug(t *testing.T) {
+	sc := clauseScopes(t, buildCPIs(t))
+	sc.full = false
+	scoped := 0
+	for _, v := range buggycpi.Variants {
+		if len(v.Varies) == 0 {
+			continue
+		}
+		scoped++
+		if b := sc.resembles(v); b == "" {
+			t.Errorf("variant %s (varies %s): no bug of the catalog has a clause whose every contract spec is labelled with one of those methods; its scoped run %q is not shown to reject a bug of its kind", v.Name, strings.Join(v.Varies, ", "), sc.variantFilter(v))
+		} else {
+			t.Logf("%s: accepted by the specs that reject %s", v.Name, b)
+		}
+	}
+	if scoped == 0 {
+		t.Fatal("no legal variant names the methods it varies")
+	}
 }

@@ -35,6 +35,7 @@ func certifyCSIWithPath(t *testing.T, path string, args ...string) (int, string,
 // world: csi-sanity and every BOSH check pass, and the reports carry the
 // clauses.
 func TestCertifyCSIAcceptsBoshCSI(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	bin := t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "bosh-csi"), "github.com/cpilab/cpilab/cmd/bosh-csi").CombinedOutput(); err != nil {
 		t.Fatalf("go build bosh-csi: %v\n%s", err, out)
@@ -66,6 +67,7 @@ func TestCertifyCSIAcceptsBoshCSI(t *testing.T) {
 // that command, pasted into a shell in another directory, fails the same
 // way.
 func TestCertifyCSIRejectsADriverThatKeepsDisksAttached(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	path := t.TempDir()
 	code, out, errs := certifyCSIWithPath(t, path, "--catalog-driver", "unpublish-keeps-attached")
 	if code != 1 || !strings.HasPrefix(lastLine(out), "REJECTED: ") || !strings.Contains(out, "broke: csi.unpublish.detached") {
@@ -122,6 +124,7 @@ func TestCertifyCSIUsage(t *testing.T) {
 // embedded world this test starts, its node plugin on node-0's VM root):
 // csi-sanity passes, the BOSH checks are reported as not checked.
 func TestCertifyCSIEndpointRunsSanityOnly(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "csie")
@@ -155,6 +158,7 @@ func TestCertifyCSIEndpointRunsSanityOnly(t *testing.T) {
 // not made, as certify-csi cannot cut a Director the driver reaches
 // directly.
 func TestCertifyCSIEndpointWithWorldMakesTheBOSHChecks(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "csiw")

@@ -38,6 +38,7 @@ func certifyDirector(t *testing.T, args ...string) (int, string) {
 // With no --url, certify-director certifies an embedded reference director,
 // and its disk-scoped user sees only the disk endpoints.
 func TestCertifyDirectorAcceptsTheReferenceDirector(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	dir := t.TempDir()
 	js, junit := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.xml")
 	code, out := certifyDirector(t, "--json-report", js, "--junit-report", junit)
@@ -69,6 +70,7 @@ func TestCertifyDirectorAcceptsTheReferenceDirector(t *testing.T) {
 // --list [--json] runs nothing, --skip leaves specs out, --quiet keeps the
 // verdict line.
 func TestCertifyDirectorSelectsAndQuiets(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	code, out := certifyDirector(t, "--list", "--json", "--label-filter", "area:auth", "--skip", "invalid. credentials")
 	var list struct {
 		Specs []struct{ ID, Text string }
@@ -103,6 +105,7 @@ func TestCertifyDirectorFailsOnAnUnreachableDirector(t *testing.T) {
 // empty body, upstream's list and task shapes, task errors for unknown
 // references, any disk name), and prints its verdict.
 func TestCertifyDirectorAcceptsAnUpstreamShapedDirector(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	fx := upstreamfixture.New(upstreamfixture.Config{Tokens: map[string][]string{
 		"admin-token": {"bosh.admin"},
 		"disk-token":  director.DiskScopes,

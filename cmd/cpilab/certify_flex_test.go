@@ -48,6 +48,7 @@ func certifyFlex(t *testing.T, dir string, args ...string) (int, string, string)
 // PATH) against the embedded director, agents and fake cloud, and writes
 // the three reports.
 func TestCertifyFlexAcceptsTheProjectDriver(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	dir := buildFlex(t, "bosh-flexvolume")
 	rep := t.TempDir()
 	junit, js, html := filepath.Join(rep, "r.xml"), filepath.Join(rep, "r.json"), filepath.Join(rep, "r.html")
@@ -111,6 +112,7 @@ func TestCertifyFlexListAndSkip(t *testing.T) {
 // directory, fails the same spec again (the cpilab binary itself runs, as
 // a user's does).
 func TestCertifyFlexRejectsAReformattingDriver(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	dir := buildFlex(t, "cpilab~reformat-always/reformat-always")
 	drv := filepath.Join(dir, "cpilab~reformat-always", "reformat-always")
 	cpilab := filepath.Join(buildCPIs(t), "cpilab")
@@ -147,6 +149,7 @@ func TestCertifyFlexRejectsAReformattingDriver(t *testing.T) {
 // fails what could not be checked); one that answers expandvolume without
 // growing the disk is rejected.
 func TestCertifyFlexExpansion(t *testing.T) {
+	t.Parallel() // its own processes, worlds and temporary directories
 	dir := buildFlex(t, "cpilab~no-expansion/no-expansion", "cpilab~expandvolume-noop/expandvolume-noop")
 	code, out, errs := certifyFlex(t, dir, "--driver", filepath.Join(dir, "cpilab~no-expansion", "no-expansion"), "--label-filter", "area:install || area:expand")
 	if code != 0 || !strings.Contains(out, "ACCEPTED: 2 passed, 1 not checked") {
