@@ -66,16 +66,17 @@ func (r *Recorder) Return(id int, out Output) {
 }
 
 // OthersRunning reports whether an operation on id's disk name, other
-// than id, has been called and not returned, leaving out evictions and
-// re-attaching recreates of other VMs (which leave a disk attached to id's
-// VM alone).
+// than id, has been called and not returned, leaving out, for a provide or
+// attach, evictions and re-attaching recreates of other VMs (which leave a
+// disk attached to id's VM alone). A detach or delete names no VM: every
+// VM operation counts for it, since the disk may be on that VM.
 func (r *Recorder) OthersRunning(id int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	in := r.ops[id].Input.(Input)
 	for i := range r.running[in.Disk] {
 		other := r.ops[i].Input.(Input)
-		if i == id || (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
+		if i == id || in.VM != "" && (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
 			continue
 		}
 		return true

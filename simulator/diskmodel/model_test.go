@@ -221,6 +221,12 @@ func TestRecorderOthersRunning(t *testing.T) {
 	if rec.OthersRunning(p) {
 		t.Errorf("a recreate that returned still counts")
 	}
+	// A detach names no VM: the eviction of vm2, still running, may be
+	// detaching the very disk, and counts.
+	det := rec.Call(4, diskmodel.Input{Kind: Det, Disk: "d"})
+	if !rec.OthersRunning(det) {
+		t.Errorf("for a detach, a running eviction of any VM does not count")
+	}
 	_, _ = other, elsewhere
 }
 
