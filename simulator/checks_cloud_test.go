@@ -103,19 +103,7 @@ func TestMetadataPromiseEndToEnd(t *testing.T) {
 	}
 	changed := 0
 	cfg.tamper.afterOp = func(w *World, o Op) {
-		st, err := w.Cloud.State(context.Background())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		for _, d := range st.Disks {
-			meta := maps.Clone(d.Metadata)
-			meta["serial"] = "8"
-			if err := w.Cloud.SetDiskMetadata(context.Background(), d.CID, meta); err != nil {
-				t.Error(err)
-			}
-			changed++
-		}
+		changed += retagEveryDisk(t, w, func(meta cpiv2.Metadata) { meta["serial"] = "8" })
 	}
 	o := Simulate(cfg)
 	if changed != 1 {
@@ -218,20 +206,8 @@ func checkMetadataWhenItAnswers(t *testing.T, ops []Op) {
 		t.Fatalf("%v: the reference Director: %v", ops, o.Err)
 	}
 	cfg.tamper.afterOp = func(w *World, o Op) {
-		if o.Meta == 0 {
-			return
-		}
-		st, err := w.Cloud.State(context.Background())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		for _, d := range st.Disks {
-			meta := maps.Clone(d.Metadata)
-			delete(meta, "set_by")
-			if err := w.Cloud.SetDiskMetadata(context.Background(), d.CID, meta); err != nil {
-				t.Error(err)
-			}
+		if o.Meta != 0 {
+			retagEveryDisk(t, w, func(meta cpiv2.Metadata) { delete(meta, "set_by") })
 		}
 	}
 	o := Simulate(cfg)
@@ -239,4 +215,24 @@ func checkMetadataWhenItAnswers(t *testing.T, ops []Op) {
 	if !ok || v.Invariant != InvRecords || v.Phase != AfterStep || !strings.Contains(v.Err.Error(), "tag set_by is absent") {
 		t.Fatalf("%v: a tag dropped right after the operation answered: got %v, want %s after the step", ops, o.Err, InvRecords)
 	}
+}
+
+// retagEveryDisk changes the cloud's tags of every disk behind the
+// Director's back (a copy of each disk's tags, changed by edit, set
+// again) and returns how many it changed.
+func retagEveryDisk(t *testing.T, w *World, edit func(cpiv2.Metadata)) int {
+	t.Helper()
+	st, err := w.Cloud.State(context.Background())
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	for _, d := range st.Disks {
+		meta := maps.Clone(d.Metadata)
+		edit(meta)
+		if err := w.Cloud.SetDiskMetadata(context.Background(), d.CID, meta); err != nil {
+			t.Error(err)
+		}
+	}
+	return len(st.Disks)
 }
