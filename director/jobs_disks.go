@@ -219,9 +219,13 @@ func checkAttachable(dd DynamicDisk, inst Instance, vm VM) error {
 
 func (j *job) createDynamicDisk(req CreateDiskRequest) (any, error) {
 	d := j.d
-	if _, ok, err := d.dynamicDisk(req.DiskName); err != nil {
+	// As upstream, a name with a disk is refused at once. A record another
+	// task is still creating (the reference's intent row) is not a disk
+	// yet: its provide may fail and remove it, so the create waits for the
+	// name's lock and decides then.
+	if dd, ok, err := d.dynamicDisk(req.DiskName); err != nil {
 		return nil, err
-	} else if ok {
+	} else if ok && dd.State != DiskCreating {
 		return nil, taskError("disk `%s` already exists", req.DiskName)
 	}
 	spec := diskSpec{name: req.DiskName, pool: req.DiskPoolName, sizeMiB: req.DiskSize, deployment: req.Deployment, az: req.AZ,
@@ -263,8 +267,11 @@ func (j *job) createDynamicDisk(req CreateDiskRequest) (any, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if _, exists, err := d.dynamicDisk(req.DiskName); err != nil {
+	if dd, exists, err := d.dynamicDisk(req.DiskName); err != nil {
 		return nil, err
+	} else if exists && dd.State == DiskCreating {
+		// Left by a Director that stopped mid-create; recovery settles it.
+		return nil, conflict("dynamic disk %q is %s (task %d)", dd.Name, dd.State, dd.TaskID)
 	} else if exists {
 		return nil, taskError("disk `%s` already exists", req.DiskName)
 	}

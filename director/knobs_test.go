@@ -428,6 +428,48 @@ func TestKnobNoDiskNameLockConcurrentCreateCleansUp(t *testing.T) {
 	})
 }
 
+// A create that arrives while a provide of the same new name is creating
+// the disk waits for the name instead of answering "already exists" from the
+// provide's intent row: the provide's create_disk may fail and remove the
+// row, and then the name has no disk and the create must make it. (Upstream
+// has no intent row, so its create never sees a disk that is not there.)
+func TestCreateWaitsForAProvideStillCreatingTheName(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	inst := w.insts[0]
+	pause, err := w.lab.Cloud.AddFault(context.Background(), fakeiaas.Rule{Op: fakeiaas.OpCreateDisk, Times: 1,
+		Effect: fakeiaas.Effect{Kind: fakeiaas.EffectPause}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.lab.Cloud.AddFault(context.Background(), fakeiaas.Rule{Op: fakeiaas.OpCreateDisk, Times: 1,
+		Effect: fakeiaas.Effect{Kind: fakeiaas.EffectError, Message: "no capacity"}}); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	t.Cleanup(func() {
+		if !released { // a failed check must not leave the provide blocked
+			w.release(pause.ID)
+		}
+	})
+	pid, perr := w.provide("racing", 0)
+	waitFor(t, "the provide's create_disk paused", func() bool { return w.ruleStatus(pause.ID).Paused == 1 })
+	if dd, ok := w.disk("racing"); !ok || dd.State != director.DiskCreating {
+		t.Fatalf("while create_disk runs the record is %+v (found %v); want the provide's intent row", dd, ok)
+	}
+	cid, cerr := w.d.CreateDynamicDisk("admin", director.CreateDiskRequest{DiskName: "racing", DiskPoolName: "small",
+		Deployment: inst.Deployment, AZ: inst.AZ, DiskSize: 4})
+	waitFor(t, "the create waiting for the disk name's lock", func() bool { return w.lockWaiting(cid) })
+	w.release(pause.ID)
+	released = true
+	if task := w.failed(pid, perr); !strings.Contains(task.Error, "no capacity") {
+		t.Fatalf("provide: %q; want the injected create_disk error", task.Error)
+	}
+	w.done(cid, cerr)
+	if dd, ok := w.disk("racing"); !ok || dd.State != director.DiskReady || dd.CID == "" {
+		t.Fatalf("after the create the record is %+v (found %v); want a ready disk", dd, ok)
+	}
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
