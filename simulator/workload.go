@@ -691,17 +691,20 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		f(w, o)
 	}
 	at := ""
-	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.latestCall(o.Disk) == ids[0] && !r.history.OthersRunning(ids[0]) {
-		// No operation on the name began since, and none called before
-		// is still running (a recreate of the VM queued behind it that
-		// re-attaches the disk): the state is this provide's.
+	if (o.Kind == OpProvide || o.Kind == OpAttach) && res.outcome == diskmodel.OK && r.history.Alone(ids[0]) {
+		// No operation on the name overlapped it: none began since, none
+		// called before is still running (a recreate of the VM queued
+		// behind it that re-attaches the disk), and none returned after
+		// it was called (a recreate that moved the disk after the
+		// provide's effect and answered first): the state is this
+		// provide's.
 		at = w.checkProvideLink(o.Kind, o.Disk, res.cid)
 		if o.Meta != 0 {
 			w.checkMetadataNow(o, res.cid)
 		}
 	}
 	if was, ok := r.noteLink(o, res.cid, at); ok && o.Kind == OpDetach && res.outcome == diskmodel.OK &&
-		r.latestCall(o.Disk) == ids[0] && !r.history.OthersRunning(ids[0]) {
+		r.history.Alone(ids[0]) {
 		// As for a provide: the state is this detach's.
 		w.checkDetachLink(o.Disk, was.cid, was.vm)
 	}

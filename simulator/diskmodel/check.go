@@ -115,8 +115,9 @@ func (r *Recorder) NameHistory(name string) []porcupine.Operation {
 
 // Alone reports whether no other operation on id's disk name overlapped
 // id so far: none was called after it, none is still running, and none
-// returned after it was called (evictions and re-attaching recreates of
-// other VMs left out, as in OthersRunning).
+// returned after it was called. As in OthersRunning, evictions and
+// re-attaching recreates of other VMs are left out for an operation that
+// names a VM, and every one counts for a detach or delete.
 func (r *Recorder) Alone(id int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -128,7 +129,7 @@ func (r *Recorder) Alone(id int) bool {
 		if i == id {
 			continue
 		}
-		if (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
+		if in.VM != "" && (other.Kind == Evict || other.Kind == Reattach) && other.VM != in.VM {
 			continue
 		}
 		if op.Call > self.Call || !r.done[i] || op.Return > self.Call {

@@ -259,3 +259,32 @@ func TestReattachAloneReattaches(t *testing.T) {
 		t.Errorf("a detach that returned during the recreate does not overlap it")
 	}
 }
+
+// A provide is alone only if nothing on its name overlapped it, including
+// a recreate of its VM called before it that answered first: the recreate
+// may have moved the disk after the provide's effect. A detach names no
+// VM, so an eviction of any VM overlapping it counts.
+func TestAloneCountsEveryOverlap(t *testing.T) {
+	var rec diskmodel.Recorder
+	re := rec.Call(0, diskmodel.Input{Kind: diskmodel.Reattach, Disk: "d", VM: "vm1"})
+	p := rec.Call(1, diskmodel.Input{Kind: P, Disk: "d", VM: "vm1"})
+	rec.Return(re, diskmodel.Output{Outcome: diskmodel.Unknown})
+	rec.Return(p, diskmodel.Output{Outcome: ok, CID: "disk-1"})
+	if rec.Alone(p) {
+		t.Errorf("a recreate of the provide's VM that answered first overlapped it")
+	}
+	ev := rec.Call(2, diskmodel.Input{Kind: diskmodel.Evict, Disk: "d", VM: "vm2"})
+	p2 := rec.Call(3, diskmodel.Input{Kind: P, Disk: "d", VM: "vm1"})
+	rec.Return(ev, diskmodel.Output{Outcome: ok})
+	rec.Return(p2, diskmodel.Output{Outcome: ok, CID: "disk-1"})
+	if !rec.Alone(p2) {
+		t.Errorf("an eviction of another VM counts against a provide")
+	}
+	ev2 := rec.Call(2, diskmodel.Input{Kind: diskmodel.Evict, Disk: "d", VM: "vm2"})
+	det := rec.Call(1, diskmodel.Input{Kind: Det, Disk: "d"})
+	rec.Return(ev2, diskmodel.Output{Outcome: ok})
+	rec.Return(det, diskmodel.Output{Outcome: ok})
+	if rec.Alone(det) {
+		t.Errorf("for a detach, an overlapping eviction of any VM does not count")
+	}
+}
