@@ -212,10 +212,10 @@ func (w *World) QuiescentView(history []porcupine.Operation, given []GivenTask) 
 	v.LinkOK = map[string]map[string]bool{}
 	v.LinkDirs = map[string]fs.FileMode{}
 	for _, vm := range v.IaaS.VMs {
-		if mode, ok := w.linkDirMode(vm.Root); ok {
+		links, mode, found := w.agentLinkDir(vm.Root)
+		if found {
 			v.LinkDirs[vm.CID.String()] = mode
 		}
-		links := w.readLinks(vm.Root)
 		v.Links[vm.CID.String()] = links
 		ok := map[string]bool{}
 		for cid := range links {
@@ -260,29 +260,41 @@ func cloneSet(m map[string]bool) map[string]bool {
 // readLinks lists the dynamic disk symlinks in a VM root (on the world's
 // file system, the cloud's).
 func (w *World) readLinks(root string) map[string]string {
-	out := map[string]string{}
+	links, _, _ := w.agentLinkDir(root)
+	return links
+}
+
+// agentLinkDir reads a VM root's dynamic disks directory in one pass: its
+// symlinks (name → target) and, if it is there, its mode (not followed if
+// it is a symlink itself).
+func (w *World) agentLinkDir(root string) (links map[string]string, mode fs.FileMode, found bool) {
+	links = map[string]string{}
 	r, err := w.Cloud.Files().Open(root)
 	if err != nil {
-		return out
+		return links, 0, false
 	}
 	defer r.Close()
-	dir, err := r.Resolve(path.Dir(agent.DynamicDiskLink("x")))
+	guest := path.Dir(agent.DynamicDiskLink("x"))
+	if fi, err := r.Lstat(guest); err == nil {
+		mode, found = fi.Mode(), true
+	}
+	dir, err := r.Resolve(guest)
 	if err != nil {
-		return out
+		return links, mode, found
 	}
 	ents, err := r.ReadDir(dir)
 	if err != nil {
-		return out
+		return links, mode, found
 	}
 	for _, e := range ents {
 		if e.Type()&fs.ModeSymlink == 0 {
 			continue
 		}
 		if t, err := r.Readlink(path.Join(dir, e.Name())); err == nil {
-			out[e.Name()] = t
+			links[e.Name()] = t
 		}
 	}
-	return out
+	return links, mode, found
 }
 
 // unlinkedNames is View.Unlinked from the history: walking each name's
@@ -335,21 +347,6 @@ func cloudDiskNames(disks []fakeiaas.Disk) map[string]string {
 // linkDirPerm is the dynamic disks directory's mode, as upstream's agent
 // makes it (SetupDataDir, persistentDiskPermissions).
 const linkDirPerm fs.FileMode = 0o700
-
-// linkDirMode is the mode of the dynamic disks directory in a VM root, if
-// there is one (not followed if it is a symlink).
-func (w *World) linkDirMode(root string) (fs.FileMode, bool) {
-	r, err := w.Cloud.Files().Open(root)
-	if err != nil {
-		return 0, false
-	}
-	defer r.Close()
-	fi, err := r.Lstat(path.Dir(agent.DynamicDiskLink("x")))
-	if err != nil {
-		return 0, false
-	}
-	return fi.Mode(), true
-}
 
 // lastOK maps each disk name whose last operation (by call) is an OK
 // provide or attach, every operation on it having returned, to what that
