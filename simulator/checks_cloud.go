@@ -40,7 +40,7 @@ var diskTypeProps = sync.OnceValue(func() map[string]map[string]any {
 			CloudProperties map[string]any `yaml:"cloud_properties"`
 		} `yaml:"disk_types"`
 	}
-	if err := yaml.Unmarshal([]byte(cloudConfig), &cc); err != nil {
+	if err := yaml.Unmarshal([]byte(worldCloudConfig(FixtureDevices)), &cc); err != nil {
 		panic(fmt.Sprintf("simulator: the world's cloud config: %v", err))
 	}
 	out := map[string]map[string]any{}

@@ -55,8 +55,16 @@ func (r *SimulateResult) String() string {
 		return r.Failure.String()
 	}
 	o := r.Outcome
-	return fmt.Sprintf("PASS seed %s (profile %s, %d steps, workload %s, faults %s): %d faults fired, trace hash %016x, %d runtime steps, %v virtual\n",
-		o.Config.Seed, o.Config.Profile, o.Config.Steps, o.Shape, o.Config.Faults, len(o.Fired), o.Result.TraceHash, o.Result.Steps, o.Result.Elapsed)
+	return fmt.Sprintf("PASS seed %s (profile %s, %d steps, workload %s, devices %s, faults %s): %d faults fired, trace hash %016x, %d runtime steps, %v virtual\n",
+		o.Config.Seed, o.Config.Profile, o.Config.Steps, o.Shape, o.Devices, o.Config.Faults, len(o.Fired), o.Result.TraceHash, o.Result.Steps, o.Result.Elapsed)
+}
+
+// SeedConfig is the run `cpilab simulate` makes of run: the seed also
+// draws the VMs' device style (DrawDevices), so that a sweep covers every
+// resolver and hint the agent supports; tests and scenarios that build a
+// SimConfig themselves keep FixtureDevices unless they name one.
+func SeedConfig(run RunConfig) SimConfig {
+	return SimConfig{RunConfig: run, Devices: DrawDevices(Derive(run.Seed).Workload)}
 }
 
 // SimulateSeed runs one seed; on failure it shrinks the run to a minimal
@@ -75,7 +83,9 @@ func SimulateSeed(cfg SimulateConfig) (*SimulateResult, error) {
 	if cfg.MaxShrinkRuns == 0 {
 		cfg.MaxShrinkRuns = 200
 	}
-	o := Simulate(SimConfig{RunConfig: cfg.Run, Trace: cfg.Trace, OutDir: cfg.OutDir})
+	sc := SeedConfig(cfg.Run)
+	sc.Trace, sc.OutDir = cfg.Trace, cfg.OutDir
+	o := Simulate(sc)
 	res := &SimulateResult{Outcome: o}
 	if o.Err == nil {
 		return res, nil
@@ -86,7 +96,7 @@ func SimulateSeed(cfg SimulateConfig) (*SimulateResult, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return res, err
 	}
-	min := SimConfig{RunConfig: cfg.Run, Ops: o.Ops, Schedule: o.Fired, Scripted: true}
+	min := SimConfig{RunConfig: cfg.Run, Devices: o.Devices, Ops: o.Ops, Schedule: o.Fired, Scripted: true}
 	if !cfg.NoShrink {
 		min, res.ShrinkOps, res.ShrinkFaults = Shrink(o, cfg.MaxShrinkRuns)
 	}
@@ -116,7 +126,7 @@ func SimulateSeed(cfg SimulateConfig) (*SimulateResult, error) {
 func Shrink(o *Outcome, runs int) (SimConfig, shrink.Stats, shrink.Stats) {
 	v, _ := AsViolation(o.Err)
 	base := SimConfig{RunConfig: o.Config.RunConfig, Instances: o.Config.Instances, VMType: o.Config.VMType,
-		AgentMode: o.Config.AgentMode, Scripted: true, SkipLinearizability: v == nil || v.Invariant != InvLinearizable}
+		Devices: o.Devices, AgentMode: o.Config.AgentMode, Scripted: true, SkipLinearizability: v == nil || v.Invariant != InvLinearizable}
 	fails := func(ops []Op, sched faults.Schedule) bool {
 		c := base
 		c.Ops, c.Schedule, c.Steps = ops, sched, len(ops)
@@ -206,9 +216,12 @@ func lowerRanks(sched faults.Schedule, fails func(faults.Schedule) bool, budget 
 func TraceFile(cfg SimConfig, comment string) (string, error) {
 	// The faults as they fire in this run, so that their indices (At) are
 	// this run's, not the original's.
-	if fired := Simulate(cfg).Fired; cfg.Scripted && len(fired) == len(cfg.Schedule) {
+	// The devices as the seed drew them, so that the file replays them.
+	o := Simulate(cfg)
+	if fired := o.Fired; cfg.Scripted && len(fired) == len(cfg.Schedule) {
 		cfg.Schedule = fired
 	}
+	cfg.Devices = o.Devices
 	var b strings.Builder
 	for _, l := range strings.Split(comment, "\n") {
 		b.WriteString("# " + l + "\n")
@@ -223,6 +236,9 @@ func TraceFile(cfg SimConfig, comment string) (string, error) {
 	}
 	if cfg.AgentMode != "" {
 		b.WriteString(" agent-mode=" + string(cfg.AgentMode))
+	}
+	if cfg.Devices != FixtureDevices {
+		b.WriteString(" devices=" + cfg.Devices.String())
 	}
 	b.WriteString(" workload=" + cmp.Or(cfg.Workload.Shape, ShapeMixed))
 	if cfg.DiskWorkers > 0 {
@@ -292,8 +308,10 @@ type SweepRunConfig struct {
 // writing its trace and report).
 func SweepSeeds(ctx context.Context, cfg SweepRunConfig) (SweepResult, *SimulateResult, error) {
 	run := func(seed Seed) SimConfig {
-		c := SimConfig{RunConfig: cfg.Run, SkipLinearizability: cfg.SkipLinearizability}
-		c.Seed = seed
+		r := cfg.Run
+		r.Seed = seed
+		c := SeedConfig(r)
+		c.SkipLinearizability = cfg.SkipLinearizability
 		return c
 	}
 	block, err := cfg.Shard.Of(cfg.Seeds)

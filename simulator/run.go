@@ -43,6 +43,10 @@ type SimConfig struct {
 	Instances int
 	// VMType is the instance group's vm_type (default "default").
 	VMType string
+	// Devices is the VMs' device style (resolver, hint, prefix); zero:
+	// FixtureDevices. `cpilab simulate` draws it from the seed
+	// (SeedConfig).
+	Devices Devices
 	// AgentMode is every agent's mode (default normal).
 	AgentMode agent.Mode
 	// Gates are scripted holds (scenarios).
@@ -97,6 +101,8 @@ type Outcome struct {
 	Fired faults.Schedule
 	// Shape is what the workload's shape drew for the seed.
 	Shape Shape
+	// Devices is the device style the run's VMs had.
+	Devices Devices
 	// Ops are the operations run.
 	Ops []Op
 	// History is the dynamic-disk API history.
@@ -147,6 +153,7 @@ func Simulate(cfg SimConfig) *Outcome {
 		return out
 	}
 	out.Shape = shape
+	out.Devices = cmp.Or(cfg.Devices, FixtureDevices)
 	ops := cfg.Ops
 	if ops == nil {
 		var err error
@@ -183,7 +190,7 @@ func Simulate(cfg SimConfig) *Outcome {
 		if len(cfg.Gates) > 0 {
 			gates = NewGates(s, cfg.Gates)
 		}
-		w, err := NewWorld(WorldConfig{Sim: s, DataDir: dir, Profile: cfg.Profile, Instances: instances, VMType: cfg.VMType,
+		w, err := NewWorld(WorldConfig{Sim: s, DataDir: dir, Profile: cfg.Profile, Instances: instances, VMType: cfg.VMType, Devices: cfg.Devices,
 			AgentMode: cfg.AgentMode, Faults: inj, Gates: gates, tamper: cfg.tamper, Files: cfg.files,
 			LockLease: shape.LockLease, SlowCPI: shape.SlowCPI, DiskWorkers: cmp.Or(cfg.DiskWorkers, shape.DiskWorkers), OverrideZeroWorkers: cfg.DiskWorkers > 0})
 		if err != nil {

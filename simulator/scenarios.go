@@ -78,6 +78,18 @@ func ParseRunCommand(c *scenario.Command) (SimConfig, error) {
 		return cfg, err
 	}
 	cfg.AgentMode = agent.Mode(mode)
+	// A scenario names its devices, or has the embedded stemcell's: a
+	// file replays the same run whatever the seed would draw.
+	cfg.Devices = FixtureDevices
+	if c.Has("devices") {
+		text, err := c.Value("devices")
+		if err != nil {
+			return cfg, err
+		}
+		if cfg.Devices, err = ParseDevices(text); err != nil {
+			return cfg, fmt.Errorf("%s: %w", c.Pos, err)
+		}
+	}
 	if c.Has("steps") {
 		if cfg.Steps, err = c.Int("steps"); err != nil {
 			return cfg, err
@@ -170,7 +182,7 @@ type ScenarioState struct {
 // ScenarioRegistry returns the scenario commands: run.
 func ScenarioRegistry() *scenario.Registry[*ScenarioState] {
 	reg := scenario.NewRegistry[*ScenarioState]()
-	reg.Register("run", "run [seed=N] [profile=P] [instances=N] [vm-type=T] [agent-mode=M] [workload=SHAPE] [disk-workers=N] [steps=N faults=SPEC] + input: ops, gates, faults",
+	reg.Register("run", "run [seed=N] [profile=P] [instances=N] [vm-type=T] [agent-mode=M] [devices=R/H/P] [workload=SHAPE] [disk-workers=N] [steps=N faults=SPEC] + input: ops, gates, faults",
 		func(st *ScenarioState, c *scenario.Command) (string, error) {
 			cfg, err := ParseRunCommand(c)
 			if err != nil {

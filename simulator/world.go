@@ -49,6 +49,10 @@ type WorldConfig struct {
 	// VMType is the instance group's vm_type: "default" or "restarting"
 	// (the VM restarts inside every attach_disk). Default "default".
 	VMType string
+	// Devices is how VMs present attached disks to their agents: the
+	// stemcell's resolver, the CPI's hint style, the device prefix
+	// (default FixtureDevices).
+	Devices Devices
 	// AgentMode is the mode of every agent (default agent.ModeNormal).
 	AgentMode agent.Mode
 	// BootDelay is how long an agent takes to come up after its VM boots
@@ -215,6 +219,9 @@ func NewWorld(cfg WorldConfig) (*World, error) {
 	}
 	if cfg.VMType == "" {
 		cfg.VMType = "default"
+	}
+	if cfg.Devices == (Devices{}) {
+		cfg.Devices = FixtureDevices
 	}
 	if cfg.AgentMode == "" {
 		cfg.AgentMode = agent.ModeNormal
@@ -436,14 +443,22 @@ func (w *World) nextOn(seam faults.Seam, name, agentID string, subject faultSubj
 
 // ---- setup ----
 
+// worldCloudConfig is the world's cloud config, its VM types presenting
+// disks as d says (disk_hint, device_prefix).
+func worldCloudConfig(d Devices) string {
+	return fmt.Sprintf(cloudConfig, fmt.Sprintf("disk_hint: %s, device_prefix: %s", d.Hint, d.Prefix))
+}
+
+// cloudConfig is worldCloudConfig's text; %[1]s is the VM types' device
+// properties.
 const cloudConfig = `azs:
 - name: z1
   cloud_properties: {}
 vm_types:
 - name: default
-  cloud_properties: {}
+  cloud_properties: {%[1]s}
 - name: restarting
-  cloud_properties: {restart_on_attach: true}
+  cloud_properties: {restart_on_attach: true, %[1]s}
 disk_types:
 - name: small
   disk_size: 4
@@ -479,9 +494,29 @@ const DiskPool = "small"
 // metadata with.
 const DirectorName = "cpilab-sim"
 
+// stemcellImage is the embedded stemcell's image with its agent's device
+// path resolver set to resolver.
+func stemcellImage(resolver string) ([]byte, error) {
+	var img map[string]any
+	if err := json.Unmarshal([]byte(directorfixtures.StemcellImage), &img); err != nil {
+		return nil, fmt.Errorf("the embedded stemcell image: %w", err)
+	}
+	agentCfg, _ := img["agent"].(map[string]any)
+	if agentCfg == nil {
+		agentCfg = map[string]any{}
+	}
+	agentCfg["device_path_resolution_type"] = resolver
+	img["agent"] = agentCfg
+	return json.Marshal(img)
+}
+
 func (w *World) deploy() error {
 	image := filepath.Join(w.cfg.DataDir, "stemcell.img")
-	if err := os.WriteFile(image, []byte(directorfixtures.StemcellImage), 0o644); err != nil {
+	img, err := stemcellImage(w.cfg.Devices.Resolver)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(image, img, 0o644); err != nil {
 		return err
 	}
 	d := w.Director()
@@ -490,7 +525,9 @@ func (w *World) deploy() error {
 		func() (int64, error) {
 			return d.UploadStemcell(directorUser, []byte(directorfixtures.StemcellMF), image)
 		},
-		func() (int64, error) { return d.UpdateCloudConfig(directorUser, []byte(cloudConfig)) },
+		func() (int64, error) {
+			return d.UpdateCloudConfig(directorUser, []byte(worldCloudConfig(w.cfg.Devices)))
+		},
 		func() (int64, error) {
 			return d.Deploy(directorUser, fmt.Appendf(nil, manifestTemplate, w.Deployment, w.cfg.Instances, w.cfg.VMType))
 		},
