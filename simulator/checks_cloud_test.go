@@ -36,7 +36,7 @@ func TestDiskContentsCheck(t *testing.T) {
 		d := fakeiaas.Disk{CID: cpiv2.MustCID[cpiv2.DiskKind](cid), SizeMiB: WorkloadDiskMiB, CloudProperties: json.RawMessage(honestProps),
 			Locality: cpiv2.MustCID[cpiv2.VMKind]("vm-1"),
 			Metadata: cpiv2.Metadata{"director": DirectorName, "deployment": deployment, "set_by": "cpilab-simulate", "serial": "7",
-				"labels": `{"serial":7,"tier":"gold"}`}}
+				"labels": `{"serial":7,"tier":"gold"}`, "slot-1": "cpilab"}}
 		return v, map[string]fakeiaas.Disk{cid: d}
 	}
 	v, iaas := honest()
@@ -63,6 +63,11 @@ func TestDiskContentsCheck(t *testing.T) {
 		{"the API lists older metadata", func(v *View, d *fakeiaas.Disk) {
 			v.Disks[0].Metadata = jsonValue(OpMetadata(6)).(map[string]any)
 		}, "lists metadata"},
+		{"the new metadata merged into the older", func(v *View, d *fakeiaas.Disk) {
+			merged := jsonValue(OpMetadata(6)).(map[string]any)
+			maps.Copy(merged, v.Disks[0].Metadata)
+			v.Disks[0].Metadata = merged
+		}, `"slot-0":"cpilab"`},
 		{"the cloud never got the metadata", func(v *View, d *fakeiaas.Disk) { d.Metadata = nil }, "tag deployment is absent"},
 		{"the director tag missing", func(v *View, d *fakeiaas.Disk) { delete(d.Metadata, "director") }, "tag director is absent"},
 		{"the deployment tag wrong", func(v *View, d *fakeiaas.Disk) { d.Metadata["deployment"] = "other" }, `tag deployment is "other"`},

@@ -83,12 +83,15 @@ type Op struct {
 
 // OpMetadata is the metadata an operation with Meta n sends: a string, a
 // number and an object, so that the Director's tags carry values it must
-// send as their JSON text.
+// send as their JSON text, and one key of three that depends on n, so that
+// a Director that merges new metadata into the old (rather than replacing
+// it) lists, and tags, a key the last operation did not send.
 func OpMetadata(n int) map[string]any {
 	if n == 0 {
 		return nil
 	}
-	return map[string]any{"set_by": "cpilab-simulate", "serial": n, "labels": map[string]any{"tier": "gold", "serial": n}}
+	return map[string]any{"set_by": "cpilab-simulate", "serial": n, "labels": map[string]any{"tier": "gold", "serial": n},
+		fmt.Sprintf("slot-%d", n%3): "cpilab"}
 }
 
 func (k OpKind) hasMeta() bool { return k == OpProvide || k == OpAttach || k == OpCreate }
