@@ -719,9 +719,9 @@ func checkRecords(v View) error {
 		case inst != "" && d.VMCID.String() != vmOf(inst):
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it on instance %s, whose VM is %q; the IaaS has it attached to %q",
 				dd.Name, dd.CID, inst, vmOf(inst), d.VMCID))
-		case dd.SizeMiB != d.SizeMiB || d.SizeMiB != WorkloadDiskMiB:
+		case dd.SizeMiB != d.SizeMiB || d.SizeMiB != DiskMiBOf(dd.Name):
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it as %d MiB, the IaaS disk is %d MiB; the workload asked for %d MiB",
-				dd.Name, dd.CID, dd.SizeMiB, d.SizeMiB, WorkloadDiskMiB))
+				dd.Name, dd.CID, dd.SizeMiB, d.SizeMiB, DiskMiBOf(dd.Name)))
 		}
 	}
 	names := slices.Sorted(maps.Keys(v.LastOK))

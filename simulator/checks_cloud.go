@@ -83,6 +83,9 @@ func checkDiskContents(v View, iaas map[string]fakeiaas.Disk) []string {
 			bad = append(bad, fmt.Sprintf("%s (%s): GET /dynamic_disks lists disk pool %q, which the cloud config does not have", dd.Name, dd.CID, dd.DiskPoolName))
 			continue
 		}
+		if asked := DiskPoolOf(dd.Name); dd.DiskPoolName != asked {
+			bad = append(bad, fmt.Sprintf("%s (%s): GET /dynamic_disks lists disk pool %q; the workload asked for %q", dd.Name, dd.CID, dd.DiskPoolName, asked))
+		}
 		want = maps.Clone(want)
 		want["name"] = dd.Name
 		var got any = map[string]any{}

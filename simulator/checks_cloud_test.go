@@ -58,7 +58,11 @@ func TestDiskContentsCheck(t *testing.T) {
 		{"another deployment listed", func(v *View, d *fakeiaas.Disk) { other := "other"; v.Disks[0].Deployment = &other }, `lists deployment "other"`},
 		{"no AZ listed for an attached disk", func(v *View, d *fakeiaas.Disk) { v.Disks[0].AZ = nil }, "lists it in AZ null, attached to instance worker/i-0 of AZ \"z1\""},
 		{"no VM for locality", func(v *View, d *fakeiaas.Disk) { d.Locality = cpiv2.VMCID{} }, "no VM for locality"},
-		{"an unknown disk pool listed", func(v *View, d *fakeiaas.Disk) { v.Disks[0].DiskPoolName = "large" }, "which the cloud config does not have"},
+		{"an unknown disk pool listed", func(v *View, d *fakeiaas.Disk) { v.Disks[0].DiskPoolName = "huge" }, "which the cloud config does not have"},
+		{"made from the other disk pool", func(v *View, d *fakeiaas.Disk) {
+			v.Disks[0].DiskPoolName = LargeDiskPool
+			d.CloudProperties = json.RawMessage(`{"encrypted":false,"iops":500,"name":"d","tags":{"tier":"bronze"},"type":"standard"}`)
+		}, `lists disk pool "large"; the workload asked for "small"`},
 		{"the API lists no metadata", func(v *View, d *fakeiaas.Disk) { v.Disks[0].Metadata = map[string]any{} }, "lists metadata {}"},
 		{"the API lists older metadata", func(v *View, d *fakeiaas.Disk) {
 			v.Disks[0].Metadata = jsonValue(OpMetadata(6)).(map[string]any)

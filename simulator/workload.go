@@ -377,9 +377,12 @@ func burst(rng *rand.Rand, sh Shape, cfg WorkloadConfig, instances, room int) []
 	return ops
 }
 
-// WorkloadDiskMiB is the size every provide and create of the workload
-// asks for.
-const WorkloadDiskMiB = 4
+// WorkloadDiskMiB and LargeDiskMiB are the sizes the workload's provides
+// and creates ask for, by disk pool (DiskMiBOf).
+const (
+	WorkloadDiskMiB = 4
+	LargeDiskMiB    = 6
+)
 
 // InstanceLabel is the diskmodel VM name of instance i: "i0", "i1", ….
 func InstanceLabel(i int) string { return "i" + strconv.Itoa(i) }
@@ -419,7 +422,7 @@ func (w *World) submit(o Op) (opResult, int64) {
 	var err error
 	switch o.Kind {
 	case OpProvide:
-		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst,
+		id, err = d.Provide(directorUser, director.ProvideRequest{DiskSize: DiskMiBOf(o.Disk), DiskName: o.Disk, DiskPoolName: DiskPoolOf(o.Disk), InstanceID: inst,
 			Metadata: OpMetadata(o.Meta)})
 	case OpDetach:
 		id, err = d.DetachDynamicDisk(directorUser, o.Disk)
@@ -428,7 +431,7 @@ func (w *World) submit(o Op) (opResult, int64) {
 	case OpAttach:
 		id, err = d.AttachDynamicDisk(directorUser, director.AttachRequest{DiskName: o.Disk, InstanceID: inst, Metadata: OpMetadata(o.Meta)})
 	case OpCreate:
-		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: WorkloadDiskMiB, DiskName: o.Disk, DiskPoolName: DiskPool, InstanceID: inst,
+		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: DiskMiBOf(o.Disk), DiskName: o.Disk, DiskPoolName: DiskPoolOf(o.Disk), InstanceID: inst,
 			Metadata: OpMetadata(o.Meta)})
 	case OpSilence:
 		if _, agentID, err := w.instanceVM(inst); err == nil && agentID != "" {

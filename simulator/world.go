@@ -463,6 +463,9 @@ disk_types:
 - name: small
   disk_size: 4
   cloud_properties: {type: fast, iops: 3000, encrypted: true, tags: {tier: gold}}
+- name: large
+  disk_size: 8
+  cloud_properties: {type: standard, iops: 500, encrypted: false, tags: {tier: bronze}}
 networks:
 - name: default
   type: dynamic
@@ -487,8 +490,32 @@ instance_groups:
   jobs: []
 `
 
-// DiskPool is the disk pool the workloads provide from.
-const DiskPool = "small"
+// DiskPool is the disk pool the workloads provide from for names of
+// DiskPoolOf's first kind; LargeDiskPool for the others.
+const (
+	DiskPool      = "small"
+	LargeDiskPool = "large"
+)
+
+// DiskPoolOf is the disk pool the workload asks for disk name: names
+// ending in an odd digit come from LargeDiskPool, the others from
+// DiskPool, so that a Director that mixes up disk types (their
+// cloud_properties) or request sizes makes a disk unlike what was asked.
+func DiskPoolOf(name string) string {
+	if n := len(name); n > 0 && name[n-1] >= '0' && name[n-1] <= '9' && (name[n-1]-'0')%2 == 1 {
+		return LargeDiskPool
+	}
+	return DiskPool
+}
+
+// DiskMiBOf is the size the workload asks for disk name: WorkloadDiskMiB
+// from DiskPool, LargeDiskMiB from LargeDiskPool.
+func DiskMiBOf(name string) int {
+	if DiskPoolOf(name) == LargeDiskPool {
+		return LargeDiskMiB
+	}
+	return WorkloadDiskMiB
+}
 
 // DirectorName is the simulated Director's name, which it tags disk
 // metadata with.
