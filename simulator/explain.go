@@ -67,6 +67,8 @@ var refusals = []refusal{
 	// provide/attach: the instance has no active VM (stopped hard, VM deleted, mid-recreate).
 	{regexp.MustCompile("^no active vm found for instance `[^`]+`"), diskmodel.Refused, "the instance has no active VM"},
 	{regexp.MustCompile("^instance `[^`]+` not found$"), diskmodel.Refused, "the instance is gone"},
+	// create by deployment and AZ: no instance of the AZ has a VM.
+	{regexp.MustCompile("^no active VM found in deployment `[^`]+` in AZ `[^`]+`$"), diskmodel.Refused, "no instance of the AZ has a VM"},
 	// Another task is working on the name (cpilab's disk states).
 	{diskBusyRE, diskmodel.Refused, "another task holds the disk name"},
 	// The client found no VM to delete (GET /deployments/:name/instances).

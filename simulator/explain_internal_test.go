@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cpilab/cpilab/simulator/diskmodel"
 )
 
 // A "the disk is <state> (task N)" refusal is allowed while task N may
@@ -29,5 +31,17 @@ func TestDiskStateOfAnEndedTaskIsLeftBehind(t *testing.T) {
 	}
 	if got := r.staleDiskState(`dynamic disk "d1" moved to another VM each time its locks were taken (9 tries)`, t0.Add(time.Hour)); got != "" {
 		t.Errorf("a moving disk names no task: %q, want allowed", got)
+	}
+}
+
+// A create by deployment and AZ (upstream's form) that finds no instance of
+// the AZ with a VM is refused, whatever the name's state; the wording is
+// the reference Director's (director/jobs_disks.go).
+func TestNoVMInTheAZIsARefusal(t *testing.T) {
+	var r workloadRun
+	msg := "no active VM found in deployment `sim` in AZ `z1`"
+	got := r.explain(Op{Kind: OpCreate, Disk: "d0"}, opResult{task: 3, taskErr: msg}, time.Time{}, time.Time{})
+	if got.outcome != diskmodel.Refused {
+		t.Fatalf("%q: %v (%s), want refused", msg, got.outcome, got.why)
 	}
 }

@@ -431,8 +431,14 @@ func (w *World) submit(o Op) (opResult, int64) {
 	case OpAttach:
 		id, err = d.AttachDynamicDisk(directorUser, director.AttachRequest{DiskName: o.Disk, InstanceID: inst, Metadata: OpMetadata(o.Meta)})
 	case OpCreate:
-		id, err = d.CreateDynamicDisk(directorUser, director.CreateDiskRequest{DiskSize: DiskMiBOf(o.Disk), DiskName: o.Disk, DiskPoolName: DiskPoolOf(o.Disk), InstanceID: inst,
-			Metadata: OpMetadata(o.Meta)})
+		req := director.CreateDiskRequest{DiskSize: DiskMiBOf(o.Disk), DiskName: o.Disk, DiskPoolName: DiskPoolOf(o.Disk), InstanceID: inst,
+			Metadata: OpMetadata(o.Meta)}
+		if o.VM == 0 {
+			// Upstream's form: the Director finds a VM in the AZ for
+			// locality (find_active_vm_in_az); cpilab's instance_id names it.
+			req.InstanceID, req.Deployment, req.AZ = "", w.Deployment, WorldAZ
+		}
+		id, err = d.CreateDynamicDisk(directorUser, req)
 	case OpSilence:
 		if _, agentID, err := w.instanceVM(inst); err == nil && agentID != "" {
 			w.mu.Lock()

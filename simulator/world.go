@@ -517,6 +517,9 @@ func DiskMiBOf(name string) int {
 	return WorkloadDiskMiB
 }
 
+// WorldAZ is the AZ of the world's instances.
+const WorldAZ = "z1"
+
 // DirectorName is the simulated Director's name, which it tags disk
 // metadata with.
 const DirectorName = "cpilab-sim"
