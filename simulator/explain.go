@@ -67,6 +67,14 @@ var refusals = []refusal{
 	// provide/attach: the instance has no active VM (stopped hard, VM deleted, mid-recreate).
 	{regexp.MustCompile("^no active vm found for instance `[^`]+`"), diskmodel.Refused, "the instance has no active VM"},
 	{regexp.MustCompile("^instance `[^`]+` not found$"), diskmodel.Refused, "the instance is gone"},
+	// A VM operation (stop, start, restart, recreate) on an instance the
+	// deployment's delete removed.
+	{regexp.MustCompile(`^instance "[^"]+" not found$`), diskmodel.Refused, "the instance is gone"},
+	// create by deployment and AZ: the deployment was deleted.
+	{regexp.MustCompile("^deployment `[^`]+` not found$"), diskmodel.Refused, "the deployment is gone"},
+	// A VM operation's client found the deployment gone when it listed
+	// the instances (GET /deployments/:name/instances).
+	{regexp.MustCompile(`^listing instances: GET /deployments/[^/ ]+/instances: 404 `), diskmodel.Refused, "the deployment is gone"},
 	// create by deployment and AZ: no instance of the AZ has a VM.
 	{regexp.MustCompile("^no active VM found in deployment `[^`]+` in AZ `[^`]+`$"), diskmodel.Refused, "no instance of the AZ has a VM"},
 	// Another task is working on the name (cpilab's disk states).

@@ -308,6 +308,13 @@ func GenerateOps(cfg WorkloadConfig, seed uint64, steps, instances int) ([]Op, e
 	if sh.Reattach && len(ops) >= 4 {
 		reattachPair(rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/reattach-pair"))), ops, cfg, instances)
 	}
+	// One run in eight ends by deleting the deployment, waited for, so
+	// that the quiescent checks see what it did with every dynamic disk
+	// (attached or not): no record, no IaaS disk, no leak. Its own stream.
+	if len(ops) >= 2 && rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/teardown"))).IntN(8) == 0 {
+		last := &ops[len(ops)-1]
+		*last = Op{Client: last.Client, Kind: OpDeleteDeployment, Delay: last.Delay}
+	}
 	// A third of the provides, attaches and creates send metadata, on a
 	// stream of its own too.
 	meta := rand.New(rand.NewPCG(seed, rt.StreamSeed(seed, "workload/metadata")))
@@ -631,7 +638,14 @@ func (r *workloadRun) runOne(o Op) {
 			call(diskmodel.Input{Kind: kind, Disk: name, VM: label})
 		}
 	case OpDeleteDeployment:
+		// It deletes each instance's VM (detaching its disks) one after
+		// the other, then the disks: seen from a name, evictions of
+		// every instance and a delete, each of which may land apart (a
+		// provide to an instance not yet deleted may come in between).
 		for _, name := range r.disks {
+			for i := range w.Instances {
+				call(diskmodel.Input{Kind: diskmodel.Evict, Disk: name, VM: InstanceLabel(i)})
+			}
 			call(diskmodel.Input{Kind: diskmodel.Delete, Disk: name})
 		}
 	}
