@@ -35,7 +35,8 @@ const (
 	// dynamic disks the Director's API lists match the IaaS, and the last
 	// OK provide or attach of each name still holds; a record of a disk
 	// the IaaS no longer has, or has detached, is allowed only while a
-	// failed delete or detach of the name is in doubt. An OK re-attaching recreate keeps the promises of
+	// failed delete or detach of the name is in doubt (detached: also a
+	// provide, attach or VM operation failed on a CPI fault). An OK re-attaching recreate keeps the promises of
 	// its instance's names at once.
 	InvRecords = "director-records-match-iaas"
 	// InvNoLeak: once quiescent, every IaaS disk is one the Director's API
