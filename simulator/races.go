@@ -219,4 +219,4 @@ func (r Race) SearchRun(profile string, seed Seed, steps int) (SimConfig, error)
 // left the reference director's records wrong, the lost-response-*.txt
 // scenarios, until it began calling in-doubt disk calls again).
 const ReferenceSweepFaults = "cpi-error=0.02,lost-response=0.01,latency=0.05,director-crash=0.002,agent-unresponsive=0.01," +
-	"agent-restart=0.005,agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05"
+	"agent-restart=0.005,agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05,cpi-outage=0.002"
