@@ -54,9 +54,9 @@ func TestAttachUndoneInDoubtKeepsTheRecord(t *testing.T) {
 		t.Fatalf("the cloud has the disk on %q; the lost attach should have put it on %s", iaas.VMCID, vm0)
 	}
 	rec, _ := w.disk("d")
-	if rec.VMCID != vm0 || !rec.AttachInDoubt || rec.State != director.DiskReady {
-		t.Fatalf("record on %q, in doubt %v, state %s after an attach and its undo failed in doubt; want on %s, in doubt, ready",
-			rec.VMCID, rec.AttachInDoubt, rec.State, vm0)
+	if rec.VMCID != vm0 || !rec.AttachInDoubt || rec.State != director.DiskReady || rec.AZ != w.instance(0).AZ {
+		t.Fatalf("record on %q, in doubt %v, state %s, AZ %q after an attach and its undo failed in doubt; want on %s, in doubt, ready, AZ %q",
+			rec.VMCID, rec.AttachInDoubt, rec.State, rec.AZ, vm0, w.instance(0).AZ)
 	}
 
 	before := w.history(fakeiaas.OpAttachDisk, vm1)
@@ -80,18 +80,21 @@ func TestAttachUndoneInDoubtKeepsTheRecord(t *testing.T) {
 // detach settles it (DiskNotAttached is detached).
 func TestAttachInDoubtSettledByDetach(t *testing.T) {
 	w := newWorld(t, worldOpts{})
-	w.done(w.provide("d", 0))
-	w.done(w.d.DetachDynamicDisk("admin", "d"))
-	dd, _ := w.disk("d")
-	vm0 := w.instance(0).VMCID
+	vm0, az := w.instance(0).VMCID, w.instance(0).AZ
+	if az == "" {
+		t.Fatal("the deployment's instances have no AZ: the test proves nothing of the record's")
+	}
 
+	// A provide that creates the disk: its record has no AZ until an
+	// attach gives it the instance's, which one in doubt does too.
 	w.attachOutage(false)
 	w.failed(w.provide("d", 0))
+	dd, _ := w.disk("d")
 	if iaas, _ := w.iaasDisk(dd.CID); !iaas.VMCID.IsZero() {
 		t.Fatalf("the cloud has the disk on %q; no attach took effect", iaas.VMCID)
 	}
-	if rec, _ := w.disk("d"); rec.VMCID != vm0 || !rec.AttachInDoubt {
-		t.Fatalf("record on %q, in doubt %v; want on %s, in doubt", rec.VMCID, rec.AttachInDoubt, vm0)
+	if dd.VMCID != vm0 || !dd.AttachInDoubt || dd.AZ != az {
+		t.Fatalf("record on %q, in doubt %v, AZ %q; want on %s, in doubt, AZ %q", dd.VMCID, dd.AttachInDoubt, dd.AZ, vm0, az)
 	}
 	w.done(w.d.DetachDynamicDisk("admin", "d"))
 	if rec, _ := w.disk("d"); rec.VMCID != "" || rec.AttachInDoubt {

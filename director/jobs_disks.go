@@ -425,6 +425,7 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 				j.debugf("detach_disk after failed attach: %v", derr)
 				if inDoubt(derr) && (inDoubt(err) || dd.AttachInDoubt) {
 					back.State, back.VMCID, back.InstanceID, back.TaskID, back.Hint, back.AttachInDoubt = DiskReady, vm.CID, inst.ID, 0, nil, true
+					back.AZ = inst.AZ // as an attached disk's (below)
 					err = fmt.Errorf("%w; detach_disk to undo it failed too (%v): the disk stays recorded on %s until a detach settles it", err, derr, vm.CID)
 				}
 			}
