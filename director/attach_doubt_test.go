@@ -76,8 +76,9 @@ func TestAttachUndoneInDoubtKeepsTheRecord(t *testing.T) {
 }
 
 // The same outage when attach_disk never took effect: the record keeps
-// the disk on the VM in doubt, the cloud has it detached, and the next
-// detach settles it (DiskNotAttached is detached).
+// the disk on the VM in doubt, the cloud has it detached; an attach made
+// again that fails leaves it so, and the next detach settles it
+// (DiskNotAttached is detached).
 func TestAttachInDoubtSettledByDetach(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	vm0, az := w.instance(0).VMCID, w.instance(0).AZ
@@ -96,6 +97,24 @@ func TestAttachInDoubtSettledByDetach(t *testing.T) {
 	if dd.VMCID != vm0 || !dd.AttachInDoubt || dd.AZ != az {
 		t.Fatalf("record on %q, in doubt %v, AZ %q; want on %s, in doubt, AZ %q", dd.VMCID, dd.AttachInDoubt, dd.AZ, vm0, az)
 	}
+
+	// The attach made again to learn it fails too: it is not undone (a
+	// failed provide has no effect), the record stays in doubt.
+	for n := director.InDoubtTries; n >= 1; n-- {
+		if _, err := w.lab.Cloud.AddFault(t.Context(), fakeiaas.Rule{Op: fakeiaas.OpAttachDisk, Nth: n,
+			Effect: fakeiaas.Effect{Kind: fakeiaas.EffectError, Message: "cloud API down"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	detaches := w.history(fakeiaas.OpDetachDisk, vm0)
+	w.failed(w.provide("d", 0))
+	if n := w.history(fakeiaas.OpDetachDisk, vm0); n != detaches {
+		t.Fatalf("a failed attach made again to learn an attachment in doubt was undone (%d detach_disk calls)", n-detaches)
+	}
+	if rec, _ := w.disk("d"); rec.VMCID != vm0 || !rec.AttachInDoubt {
+		t.Fatalf("after the attach made again failed: record on %q, in doubt %v; want still on %s, in doubt", rec.VMCID, rec.AttachInDoubt, vm0)
+	}
+
 	w.done(w.d.DetachDynamicDisk("admin", "d"))
 	if rec, _ := w.disk("d"); rec.VMCID != "" || rec.AttachInDoubt {
 		t.Fatalf("after the detach the record is on %q, in doubt %v; want detached", rec.VMCID, rec.AttachInDoubt)

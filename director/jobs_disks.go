@@ -413,17 +413,21 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 			// doubt, rather than claim a detach it does not know, so the
 			// Director never attaches it elsewhere while the cloud may
 			// hold it; the next detach settles it.
+			//
+			// The attach made again to learn an attachment in doubt is not
+			// undone: the record stays as it was, in doubt, for a detach
+			// to settle (a failed provide or attach has no effect).
+			back := *dd
+			if back.AttachInDoubt {
+				_ = j.update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, back) })
+				return fmt.Errorf("attach_disk %s to %s: %w; the attachment stays in doubt until a detach settles it", dd.CID, vm.CID, err)
+			}
 			derr := j.settle("detach_disk", func() error {
 				return d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
 			})
-			back := *dd
-			if back.AttachInDoubt {
-				// The attach made again to learn an attachment in doubt.
-				back.VMCID, back.InstanceID, back.Hint, back.AttachInDoubt = "", "", nil, false
-			}
 			if derr != nil && !errors.Is(derr, cpiv2.ErrDiskNotAttached) {
 				j.debugf("detach_disk after failed attach: %v", derr)
-				if inDoubt(derr) && (inDoubt(err) || dd.AttachInDoubt) {
+				if inDoubt(err) && inDoubt(derr) {
 					back.State, back.VMCID, back.InstanceID, back.TaskID, back.Hint, back.AttachInDoubt = DiskReady, vm.CID, inst.ID, 0, nil, true
 					back.AZ = inst.AZ // as an attached disk's (below)
 					err = fmt.Errorf("%w; detach_disk to undo it failed too (%v): the disk stays recorded on %s until a detach settles it", err, derr, vm.CID)
