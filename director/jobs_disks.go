@@ -171,7 +171,7 @@ func (j *job) ensureAttached(req ProvideRequest, mayCreate bool) (any, error) {
 		}
 	}
 	switch {
-	case exists && dd.Attached():
+	case exists && dd.Attached() && !dd.AttachInDoubt:
 		j.debugf("disk %s already attached to %s: idempotent", dd.CID, vm.CID)
 	case exists:
 		if err := j.attach(&dd, inst, vm); err != nil {
@@ -407,19 +407,39 @@ func (j *job) attach(dd *DynamicDisk, inst Instance, vm VM) error {
 	if err != nil {
 		if ref {
 			// A CPI may have attached before failing (bosh 1869): undo so
-			// the record (detached) holds.
-			if derr := j.settle("detach_disk", func() error {
-				return d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
-			}); derr != nil && !errors.Is(derr, cpiv2.ErrDiskNotAttached) {
-				j.debugf("detach_disk after failed attach: %v", derr)
-			}
+			// the record (detached) holds. An undo that fails in doubt
+			// too (a cloud outage outlasting the calls made again) leaves
+			// the disk maybe on vm: the record keeps it there, marked in
+			// doubt, rather than claim a detach it does not know, so the
+			// Director never attaches it elsewhere while the cloud may
+			// hold it; the next detach settles it.
+			//
+			// The attach made again to learn an attachment in doubt is not
+			// undone: the record stays as it was, in doubt, for a detach
+			// to settle (a failed provide or attach has no effect).
 			back := *dd
+			if back.AttachInDoubt {
+				_ = j.update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, back) })
+				return fmt.Errorf("attach_disk %s to %s: %w; the attachment stays in doubt until a detach settles it", dd.CID, vm.CID, err)
+			}
+			derr := j.settle("detach_disk", func() error {
+				return d.cfg.CPI.DetachDisk(j.cpiCtx(vm.StemcellAPIVersion), vmCID, diskCID)
+			})
+			if derr != nil && !errors.Is(derr, cpiv2.ErrDiskNotAttached) {
+				j.debugf("detach_disk after failed attach: %v", derr)
+				if inDoubt(err) && inDoubt(derr) {
+					back.State, back.VMCID, back.InstanceID, back.TaskID, back.Hint, back.AttachInDoubt = DiskReady, vm.CID, inst.ID, 0, nil, true
+					back.AZ = inst.AZ // as an attached disk's (below)
+					err = fmt.Errorf("%w; detach_disk to undo it failed too (%v): the disk stays recorded on %s until a detach settles it", err, derr, vm.CID)
+				}
+			}
 			_ = j.update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, back) })
+			*dd = back
 		}
 		return fmt.Errorf("attach_disk %s to %s: %w", dd.CID, vm.CID, err)
 	}
 	// As upstream, the disk takes the AZ of the instance it is attached to.
-	dd.State, dd.VMCID, dd.InstanceID, dd.TaskID, dd.Hint, dd.AZ = DiskReady, vm.CID, inst.ID, 0, nil, inst.AZ
+	dd.State, dd.VMCID, dd.InstanceID, dd.TaskID, dd.Hint, dd.AZ, dd.AttachInDoubt = DiskReady, vm.CID, inst.ID, 0, nil, inst.AZ, false
 	if !hint.IsZero() {
 		b, err := json.Marshal(hint)
 		if err != nil {
@@ -625,7 +645,7 @@ func (j *job) detach(dd *DynamicDisk, unlink bool) error {
 		}
 		return fmt.Errorf("detach_disk %s from %s: %w", dd.CID, dd.VMCID, err)
 	}
-	dd.State, dd.VMCID, dd.InstanceID, dd.Hint, dd.TaskID = DiskReady, "", "", nil, 0
+	dd.State, dd.VMCID, dd.InstanceID, dd.Hint, dd.TaskID, dd.AttachInDoubt = DiskReady, "", "", nil, 0, false
 	rec := *dd
 	if err := j.update(func(tx store.Tx) error { return tx.Put(store.DynamicDisks, dd.Name, rec) }); err != nil {
 		return err

@@ -160,6 +160,12 @@ type DynamicDisk struct {
 	Hint       json.RawMessage `json:"disk_hint,omitempty"`
 	// TaskID is the task that set a transient state.
 	TaskID int64 `json:"task_id,omitempty"`
+	// AttachInDoubt marks an attachment the record keeps without knowing
+	// it: an attach_disk failed in doubt and the detach_disk that undoes
+	// it failed in doubt too, so the cloud may or may not have the disk on
+	// VMCID. The next detach settles it (DiskNotAttached is detached); a
+	// provide or attach to VMCID calls attach_disk again to learn it.
+	AttachInDoubt bool `json:"attach_in_doubt,omitempty"`
 }
 
 // Attached reports whether the record says the disk is attached.

@@ -146,7 +146,9 @@ type View struct {
 	// change the record only once the CPI call returns, so a call the
 	// cloud applied with its answer lost, then a failure of the calls
 	// made again, leaves a record of a disk the IaaS deleted or detached;
-	// the next delete or detach of the name settles it.
+	// the next delete or detach of the name settles it. A provide, attach
+	// or VM operation that failed on a CPI fault leaves an attachment in
+	// doubt the same way (nameInDoubt).
 	InDoubt map[string]Doubt
 }
 
@@ -445,7 +447,13 @@ func namesInDoubt(history []porcupine.Operation) map[string]Doubt {
 // learn (a task a crash cut short, one still running), leaves DoubtGone
 // and DoubtDetached, a detach DoubtDetached, until an OK operation called
 // after it returned settles them: a delete, create, provide or attach
-// both, a detach DoubtDetached.
+// both, a detach DoubtDetached. A provide or attach, or a VM operation of
+// an instance one was called on, that failed on an injected CPI fault or
+// whose outcome is unknown leaves DoubtDetached too: its detach_disk (the
+// reference's undo of an attach, or a VM operation detaching its disks,
+// as upstream's DetachDynamicDiskStep) may have failed in doubt after the
+// cloud applied it, or its attach_disk may never have been applied while
+// the record keeps the attachment in doubt.
 func nameInDoubt(ops []porcupine.Operation) Doubt {
 	ops = slices.Clone(ops)
 	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
@@ -459,23 +467,36 @@ func nameInDoubt(ops []porcupine.Operation) Doubt {
 			}
 		}
 	}
+	on := map[string]bool{} // instances a provide, attach or re-attach of the name was called on
 	for _, op := range ops {
 		in := op.Input.(diskmodel.Input)
-		var raised Doubt
+		var raised, cpiFault Doubt
 		switch in.Kind {
 		case diskmodel.Delete:
 			raised = DoubtGone | DoubtDetached
 		case diskmodel.Detach:
 			raised = DoubtDetached
+		case diskmodel.Provide, diskmodel.Attach:
+			cpiFault = DoubtDetached
+			on[in.VM] = true
+		case diskmodel.Evict, diskmodel.Reattach:
+			if on[in.VM] {
+				cpiFault = DoubtDetached
+			}
+			if in.Kind == diskmodel.Reattach {
+				on[in.VM] = true
+			}
 		}
 		if op.Output == nil {
-			raise(raised, math.MaxInt64) // still running: in doubt until it returns
+			raise(raised|cpiFault, math.MaxInt64) // still running: in doubt until it returns
 			continue
 		}
-		switch out := op.Output.(diskmodel.Output).Outcome; {
-		case out == diskmodel.Failed || out == diskmodel.Unknown:
+		switch out := op.Output.(diskmodel.Output); {
+		case out.Outcome == diskmodel.Unknown || out.Outcome == diskmodel.Failed && out.Injected:
+			raise(raised|cpiFault, op.Return)
+		case out.Outcome == diskmodel.Failed:
 			raise(raised, op.Return)
-		case out == diskmodel.OK:
+		case out.Outcome == diskmodel.OK:
 			settled := DoubtGone | DoubtDetached
 			switch in.Kind {
 			case diskmodel.Detach:
@@ -714,8 +735,9 @@ func checkRecords(v View) error {
 		case inst == "" && !d.VMCID.IsZero():
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it detached, the IaaS has it attached to %s", dd.Name, dd.CID, d.VMCID))
 		case inst != "" && d.VMCID.IsZero() && v.InDoubt[dd.Name]&DoubtDetached != 0:
-			// A detach or delete of the name failed after the cloud may
-			// have detached the disk; the next OK detach settles it.
+			// A detach, delete, attach or VM operation failed after the
+			// cloud may have detached the disk (or before it attached it);
+			// the next OK detach settles it.
 		case inst != "" && d.VMCID.String() != vmOf(inst):
 			bad = append(bad, fmt.Sprintf("%s (%s): the API lists it on instance %s, whose VM is %q; the IaaS has it attached to %q",
 				dd.Name, dd.CID, inst, vmOf(inst), d.VMCID))

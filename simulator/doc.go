@@ -57,7 +57,9 @@
 //     (records; a listed disk the IaaS no longer has, or has detached, is
 //     allowed only while a failed delete or detach of its name is in
 //     doubt, as upstream's jobs keep the record when the CPI call raises,
-//     and the next OK delete or detach must settle it); and the VM roots'
+//     and the next OK delete or detach must settle it; a disk listed
+//     attached that the IaaS has detached also while a provide, attach or
+//     VM operation that failed on a CPI fault is); and the VM roots'
 //     symlinks match the IaaS attachments (each reaching its disk's
 //     device);
 //   - when a recreate that re-attaches the instance's dynamic disks

@@ -161,3 +161,62 @@ func TestDetachInDoubtKeepsTheAttachmentUntilTheNextDetach(t *testing.T) {
 		t.Fatalf("a director that keeps the record attached after a detach answered OK: got %v, want %s", o.Err, InvRecords)
 	}
 }
+
+// runLog runs ops under sched on the reference Director and wants it clean
+// with the log lines ending as want.
+func runLog(t *testing.T, sched string, ops []string, want []string) {
+	t.Helper()
+	s, err := faults.ParseSchedule(sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Simulate(SimConfig{RunConfig: RunConfig{Seed: 1}, Scripted: true, Schedule: s, Ops: controlOps(t, ops...)})
+	if o.Err != nil {
+		t.Fatalf("reference director: %v\nlog %q", o.Err, o.Log)
+	}
+	if len(o.Log) != len(want) {
+		t.Fatalf("log %q, want %d lines", o.Log, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(o.Log[i], w) {
+			t.Errorf("log line %d: %q, want …%q (log %q)", i, o.Log[i], w, o.Log)
+		}
+	}
+}
+
+// An attach_disk the cloud applied with its answer lost, then an outage
+// past the Director's retries and past the detach_disk undoing it: the
+// provide fails, and the Director keeps the disk recorded on that VM (in
+// doubt) rather than detached, so a provide to another instance after the
+// outage is refused instead of calling attach_disk on a disk the cloud has
+// elsewhere (no-attach-of-disk-attached-elsewhere); the next detach
+// settles it and the disk moves.
+func TestAttachInDoubtIsNeverAttachedElsewhere(t *testing.T) {
+	runLog(t, "lost-response@0 on=attach_disk n=2; cpi-outage@0 on=attach_disk n=3 d=1m",
+		[]string{"c0 provide disk=d vm=0", "c0 detach disk=d", "c0 provide disk=d vm=0", "c0 provide disk=d vm=1 delay=2m",
+			"c0 detach disk=d", "c0 provide disk=d vm=1"},
+		[]string{"provide disk=d vm=0: ok", "detach disk=d: ok", "provide disk=d vm=0: failed", "provide disk=d vm=1 delay=2m0s: failed",
+			"detach disk=d: ok", "provide disk=d vm=1: ok"})
+}
+
+// The same outage when no attach_disk took effect: the record keeps the
+// disk on the VM in doubt while the cloud has it detached. The records
+// check allows it after a provide that failed on an injected CPI fault,
+// until the next OK operation on the name (here a detach) settles it.
+func TestAttachInDoubtAllowedUntilTheNextDetach(t *testing.T) {
+	runLog(t, "cpi-outage@0 on=attach_disk n=2 d=1m",
+		[]string{"c0 provide disk=d vm=0", "c0 detach disk=d", "c0 provide disk=d vm=0", "c0 detach disk=d delay=2m", "c0 provide disk=d vm=1"},
+		[]string{"provide disk=d vm=0: ok", "detach disk=d: ok", "provide disk=d vm=0: failed", "detach disk=d delay=2m0s: ok", "provide disk=d vm=1: ok"})
+}
+
+// A VM operation detaches its instance's dynamic disks before delete_vm;
+// a detach_disk the cloud applied with its answer lost, then an outage past
+// the retries, fails it and keeps the disk recorded on the instance, as
+// upstream's DetachDynamicDiskStep changes the record only once
+// detach_disk returns. The records check allows it while that VM
+// operation is in doubt; the next detach (DiskNotAttached) settles it.
+func TestVMOperationDetachInDoubtAllowedUntilTheNextDetach(t *testing.T) {
+	runLog(t, "lost-response@0 on=detach_disk n=1; cpi-outage@0 on=detach_disk n=2 d=1m",
+		[]string{"c0 provide disk=d vm=0", "c0 delete-vm vm=0", "c0 detach disk=d delay=2m"},
+		[]string{"provide disk=d vm=0: ok", "delete-vm vm=0: failed", "detach disk=d delay=2m0s: ok"})
+}

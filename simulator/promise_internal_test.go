@@ -153,12 +153,17 @@ func othersRunningScan(h []porcupine.Operation, id int) bool {
 
 // A delete that failed leaves its name in doubt (the cloud may have
 // deleted or detached the disk, the record kept), a detach that failed
-// its attachment, until an OK operation on the name called after it
+// its attachment, and so does a provide or attach, or a VM operation of an
+// instance the name was put on, that failed on an injected CPI fault, until an OK operation on the name called after it
 // returned settles them; one that overlapped the failed call may have come
 // before it, and a failed or refused one settles nothing.
 func TestInDoubtUntilAnOKOperationAfterIt(t *testing.T) {
 	op := func(kind diskmodel.OpKind, out diskmodel.Outcome, call, ret int64) porcupine.Operation {
 		return porcupine.Operation{Input: diskmodel.Input{Kind: kind, Disk: "d0", VM: "i0"}, Call: call, Output: diskmodel.Output{Outcome: out}, Return: ret}
+	}
+	injected := func(kind diskmodel.OpKind, vm string) porcupine.Operation {
+		return porcupine.Operation{Input: diskmodel.Input{Kind: kind, Disk: "d0", VM: vm}, Call: 10,
+			Output: diskmodel.Output{Outcome: diskmodel.Failed, Injected: true}, Return: 20}
 	}
 	both := DoubtGone | DoubtDetached
 	failed := op(diskmodel.Delete, diskmodel.Failed, 10, 20)
@@ -185,6 +190,13 @@ func TestInDoubtUntilAnOKOperationAfterIt(t *testing.T) {
 		{"a failed detach, then an OK detach", []porcupine.Operation{failedDetach, op(diskmodel.Detach, diskmodel.OK, 21, 22)}, 0},
 		{"a failed detach, then an OK attach", []porcupine.Operation{failedDetach, op(diskmodel.Attach, diskmodel.OK, 21, 22)}, 0},
 		{"a failed detach, then an OK detach overlapping it", []porcupine.Operation{failedDetach, op(diskmodel.Detach, diskmodel.OK, 15, 22)}, DoubtDetached},
+		{"a provide failed on a CPI fault", []porcupine.Operation{injected(diskmodel.Provide, "i0")}, DoubtDetached},
+		{"an attach failed on a CPI fault, then an OK detach", []porcupine.Operation{injected(diskmodel.Attach, "i0"), op(diskmodel.Detach, diskmodel.OK, 21, 22)}, 0},
+		{"a provide failed on no fault", []porcupine.Operation{op(diskmodel.Provide, diskmodel.Failed, 10, 20)}, 0},
+		{"a provide cut short", []porcupine.Operation{op(diskmodel.Provide, diskmodel.Unknown, 10, 20)}, DoubtDetached},
+		{"a VM operation of its instance failed on a CPI fault", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2), injected(diskmodel.Evict, "i0")}, DoubtDetached},
+		{"a VM operation of another instance failed on a CPI fault", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2), injected(diskmodel.Evict, "i1")}, 0},
+		{"a VM operation failed on no fault", []porcupine.Operation{op(diskmodel.Provide, diskmodel.OK, 1, 2), op(diskmodel.Evict, diskmodel.Failed, 10, 20)}, 0},
 	} {
 		if got := nameInDoubt(c.ops); got != c.doubt {
 			t.Errorf("%s: in doubt %b, want %b", c.name, got, c.doubt)

@@ -35,7 +35,8 @@ const (
 	// dynamic disks the Director's API lists match the IaaS, and the last
 	// OK provide or attach of each name still holds; a record of a disk
 	// the IaaS no longer has, or has detached, is allowed only while a
-	// failed delete or detach of the name is in doubt. An OK re-attaching recreate keeps the promises of
+	// failed delete or detach of the name is in doubt (detached: also a
+	// provide, attach or VM operation failed on a CPI fault). An OK re-attaching recreate keeps the promises of
 	// its instance's names at once.
 	InvRecords = "director-records-match-iaas"
 	// InvNoLeak: once quiescent, every IaaS disk is one the Director's API
@@ -218,4 +219,4 @@ func (r Race) SearchRun(profile string, seed Seed, steps int) (SimConfig, error)
 // left the reference director's records wrong, the lost-response-*.txt
 // scenarios, until it began calling in-doubt disk calls again).
 const ReferenceSweepFaults = "cpi-error=0.02,lost-response=0.01,latency=0.05,director-crash=0.002,agent-unresponsive=0.01," +
-	"agent-restart=0.005,agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05"
+	"agent-restart=0.005,agent-old=0.05,vm-restart-on-attach=0.1,mbus-lost=0.01,mbus-delay=0.05,cpi-outage=0.002"

@@ -79,10 +79,10 @@ func TestSpecText(t *testing.T) {
 	if err := v.Set("mbus-delay=0.5"); err != nil || v.String() != "mbus-delay=0.5:1ms..5s" {
 		t.Fatalf("Set: %v, %q (want the default range filled in)", err, v)
 	}
-	if d := faults.DefaultSpec(); len(d.Rates) != len(faults.Kinds)-1 {
-		t.Fatalf("DefaultSpec names %d kinds, want all %d but cpi-outage", len(d.Rates), len(faults.Kinds)-1)
-	} else if _, ok := d.Rates[faults.CPIOutage]; ok {
-		t.Fatal("DefaultSpec names cpi-outage")
+	if d := faults.DefaultSpec(); len(d.Rates) != len(faults.Kinds) {
+		t.Fatalf("DefaultSpec names %d kinds, want all %d", len(d.Rates), len(faults.Kinds))
+	} else if r := d.Rates[faults.CPIOutage]; r.P <= 0 || r.P > 0.005 {
+		t.Fatalf("DefaultSpec's cpi-outage rate %v: want a low one", r.P)
 	}
 	if n, err := faults.ParseSpec("none"); err != nil || n.String() != "none" {
 		t.Fatalf("none: %v %q", err, n)
