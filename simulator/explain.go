@@ -86,6 +86,9 @@ var (
 	diskBusyRE    = regexp.MustCompile(`^dynamic disk "[^"]+" (is (\w+) \(task (\d+)\)|moved to another VM each time)`)
 	lockTimeoutRE = regexp.MustCompile(`^failed to acquire lock \[[^\]]*\] within \S+ \(held by \[(.*)\]\)$`)
 	holderTaskRE  = regexp.MustCompile(`task (\d+)`)
+	// lockLostRE: the job found a lock of its own taken by another job
+	// after its lease lapsed (director.ErrLockLost).
+	lockLostRE = regexp.MustCompile(`(^|: )lock lost: lock:\S+ \(lease of \S+ expired`)
 )
 
 // span is one operation as its client saw it.
@@ -167,6 +170,13 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 		if f.agent != "" && strings.Contains(errText, f.agent) && (persistent || lasting) {
 			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on agent %s", f.f, f.agent)}
 		}
+	}
+	if lockLostRE.MatchString(errText) && res.task != 0 && w.lostInStall(res.task) {
+		// A stalled lock renewal let the task's lease lapse and another
+		// task took the lock (lapses.go): the task stops at its next
+		// checkpoint. That, and only for that task, is what the stall
+		// explains.
+		return explanation{outcome: diskmodel.Failed, why: "another task took its lock while the lock renewal was stalled"}
 	}
 	if f, ok := faultOnPath(fired, vmAgents, o, errText, call, ret); ok {
 		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on its path while in flight", f.f)}

@@ -705,7 +705,10 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		// As for a provide: the state is this detach's.
 		w.checkDetachLink(o.Disk, was.cid, was.vm)
 	}
-	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid, Injected: res.outcome == diskmodel.Failed && strings.Contains(res.taskErr, "injected")}
+	// A task stopped by the loss of a lock a stalled renewal let lapse
+	// stopped where an injected fault stops one (lapses.go).
+	injected := strings.Contains(res.taskErr, "injected") || lockLostRE.MatchString(res.taskErr) && w.lostInStall(res.task)
+	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid, Injected: res.outcome == diskmodel.Failed && injected}
 	switch {
 	case !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed:
 		out.Outcome = diskmodel.Unknown // a failed VM operation may have detached some disks
