@@ -31,7 +31,11 @@ import (
 //     a VM that restarts on attach), names a VM a delete_vm removed without
 //     the Director hearing of it, or a fault fired while the operation
 //     was in flight (or shortly before: its effects outlast it by
-//     faultReach) (diskmodel.Failed: any prefix of the effects).
+//     faultReach) (diskmodel.Failed: any prefix of the effects);
+//   - a lock renewal stall let a lease lapse and another task took the
+//     lock (lapses.go): the task that lost it fails with the loss, and the
+//     task that took it may fail on what the first one's step, still in
+//     flight, changed (diskmodel.Failed).
 //
 // Anything else is a violation of InvExplained naming the task, its error
 // and the operations it overlapped, and the history records it as
@@ -177,6 +181,12 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 		// checkpoint. That, and only for that task, is what the stall
 		// explains.
 		return explanation{outcome: diskmodel.Failed, why: "another task took its lock while the lock renewal was stalled"}
+	}
+	if from := w.tookFromStalled(res.task); res.task != 0 && from != 0 {
+		// The task took a lock from one whose lease lapsed under a
+		// stalled renewal, while that one's step was still in flight:
+		// what it found may have changed under it.
+		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("it took a lock from task %d, whose lease lapsed while the lock renewal was stalled", from)}
 	}
 	if f, ok := faultOnPath(fired, vmAgents, o, errText, call, ret); ok {
 		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on its path while in flight", f.f)}

@@ -138,6 +138,19 @@ func (w *World) lostInStall(task int64) bool {
 	return false
 }
 
+// tookFromStalled is a task that task took a lock from while a lock
+// renewal stall was in force (0: none).
+func (w *World) tookFromStalled(task int64) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.takeovers {
+		if t.stalled && t.to == task {
+			return t.fromTask
+		}
+	}
+	return 0
+}
+
 // addSeamViolation adds v, a CPI-seam check's violation, unless a stalled
 // takeover's old holder is still running (lapsedHolderRunningLocked).
 func (w *World) addSeamViolation(v *Violation) {
