@@ -33,9 +33,9 @@ import (
 //     was in flight (or shortly before: its effects outlast it by
 //     faultReach) (diskmodel.Failed: any prefix of the effects);
 //   - a lock renewal stall let a lease lapse and another task took the
-//     lock (lapses.go): the task that lost it fails with the loss, and the
-//     task that took it may fail on what the first one's step, still in
-//     flight, changed (diskmodel.Failed).
+//     lock (lapses.go): the task that lost it stops with the loss at its
+//     next checkpoint, and until then both act on what the lock guards,
+//     so either may fail, on anything (diskmodel.Failed).
 //
 // Anything else is a violation of InvExplained naming the task, its error
 // and the operations it overlapped, and the history records it as
@@ -90,9 +90,6 @@ var (
 	diskBusyRE    = regexp.MustCompile(`^dynamic disk "[^"]+" (is (\w+) \(task (\d+)\)|moved to another VM each time)`)
 	lockTimeoutRE = regexp.MustCompile(`^failed to acquire lock \[[^\]]*\] within \S+ \(held by \[(.*)\]\)$`)
 	holderTaskRE  = regexp.MustCompile(`task (\d+)`)
-	// lockLostRE: the job found a lock of its own taken by another job
-	// after its lease lapsed (director.ErrLockLost).
-	lockLostRE = regexp.MustCompile(`(^|: )lock lost: lock:\S+ \(lease of \S+ expired`)
 )
 
 // span is one operation as its client saw it.
@@ -175,18 +172,13 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on agent %s", f.f, f.agent)}
 		}
 	}
-	if lockLostRE.MatchString(errText) && res.task != 0 && w.lostInStall(res.task) {
-		// A stalled lock renewal let the task's lease lapse and another
-		// task took the lock (lapses.go): the task stops at its next
-		// checkpoint. That, and only for that task, is what the stall
-		// explains.
-		return explanation{outcome: diskmodel.Failed, why: "another task took its lock while the lock renewal was stalled"}
-	}
-	if from := w.tookFromStalled(res.task); res.task != 0 && from != 0 {
-		// The task took a lock from one whose lease lapsed under a
-		// stalled renewal, while that one's step was still in flight:
-		// what it found may have changed under it.
-		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("it took a lock from task %d, whose lease lapsed while the lock renewal was stalled", from)}
+	if why := w.stalledTakeover(res.task); why != "" {
+		// A stalled lock renewal let a lease lapse and another task took
+		// the lock (lapses.go): the task that lost it stops at its next
+		// checkpoint with the loss, and until then both tasks act on what
+		// the lock guards, so either may fail on what the other changed.
+		// That, for those two tasks only, is what the stall explains.
+		return explanation{outcome: diskmodel.Failed, why: why}
 	}
 	if f, ok := faultOnPath(fired, vmAgents, o, errText, call, ret); ok {
 		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on its path while in flight", f.f)}

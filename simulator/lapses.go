@@ -125,30 +125,26 @@ func (w *World) lapsedHolderRunningLocked() string {
 	return ""
 }
 
-// lostInStall reports whether task lost a lock to another task while a
-// lock renewal stall was in force.
-func (w *World) lostInStall(task int64) bool {
+// stalledTakeover says how task took part in a takeover made while a
+// lock renewal stall was in force: it lost a lock to another task, or
+// took one from a task whose step was still in flight. "" when it did
+// not.
+func (w *World) stalledTakeover(task int64) string {
+	if task == 0 {
+		return ""
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, t := range w.takeovers {
-		if t.stalled && t.fromTask == task {
-			return true
+		switch {
+		case !t.stalled:
+		case t.fromTask == task:
+			return fmt.Sprintf("task %d took its lock %s while the lock renewal was stalled (its lease lapsed)", t.to, t.name)
+		case t.to == task:
+			return fmt.Sprintf("it took lock %s from task %d, whose lease lapsed while the lock renewal was stalled", t.name, t.fromTask)
 		}
 	}
-	return false
-}
-
-// tookFromStalled is a task that task took a lock from while a lock
-// renewal stall was in force (0: none).
-func (w *World) tookFromStalled(task int64) int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, t := range w.takeovers {
-		if t.stalled && t.to == task {
-			return t.fromTask
-		}
-	}
-	return 0
+	return ""
 }
 
 // addSeamViolation adds v, a CPI-seam check's violation, unless a stalled

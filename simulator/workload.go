@@ -705,11 +705,9 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		// As for a provide: the state is this detach's.
 		w.checkDetachLink(o.Disk, was.cid, was.vm)
 	}
-	// A task stopped by the loss of a lock a stalled renewal let lapse, or
-	// failing after it took such a lock, stopped where an injected fault
-	// stops one (lapses.go).
-	injected := res.outcome == diskmodel.Failed && (strings.Contains(res.taskErr, "injected") ||
-		lockLostRE.MatchString(res.taskErr) && w.lostInStall(res.task) || res.task != 0 && w.tookFromStalled(res.task) != 0)
+	// A task that lost a lock a stalled renewal let lapse, or took one, and
+	// failed stopped where an injected fault stops one (lapses.go).
+	injected := res.outcome == diskmodel.Failed && (strings.Contains(res.taskErr, "injected") || w.stalledTakeover(res.task) != "")
 	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid, Injected: injected}
 	switch {
 	case !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed:
