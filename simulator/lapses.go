@@ -45,6 +45,8 @@ type takeover struct {
 	stalled  bool      // a lock renewal stall was in force then
 	started  int       // the old holder's started steps then (-1: unread)
 	released bool      // the old holder has released its acquisition
+	toOwner  string    // the new holder's acquisition (owner name)
+	toDone   bool      // the new holder has released its acquisition
 }
 
 // lockKey is a lock of one director generation (a restarted Director
@@ -75,6 +77,9 @@ func (w *World) observeLock(gen int, e director.LockEvent) {
 			if t.gen == gen && t.name == e.Name && t.from == e.Owner {
 				t.released = true
 			}
+			if t.gen == gen && t.name == e.Name && t.toOwner == e.Owner {
+				t.toDone = true
+			}
 		}
 		w.mu.Unlock()
 		return
@@ -85,7 +90,7 @@ func (w *World) observeLock(gen int, e director.LockEvent) {
 		w.mu.Unlock()
 		return
 	}
-	t := &takeover{gen: gen, name: e.Name, from: prev.owner, fromTask: prev.task, to: e.TaskID, at: e.At,
+	t := &takeover{gen: gen, name: e.Name, from: prev.owner, fromTask: prev.task, to: e.TaskID, toOwner: e.Owner, at: e.At,
 		stalled: w.stallInForceLocked(e.At), started: -1}
 	w.takeovers = append(w.takeovers, t)
 	w.mu.Unlock()
@@ -108,18 +113,19 @@ func (w *World) stallInForceLocked(at time.Time) bool {
 }
 
 // lapsedHolderRunningLocked is a takeover made while a lock renewal stall
-// was in force whose old holder has not yet released its acquisition (its
-// job is still in the step that outlasted the lease): until it does, two
-// jobs may act on what the lock guards, and the CPI-seam checks of
-// exclusive use (one disk call per VM, no delete_vm of a VM with a disk,
-// no attach of a disk attached elsewhere, no delete of an attached disk)
-// are excused, as upstream's leases fence nothing either. "" when there
-// is none (w.mu held).
+// was in force of which either task still holds its acquisition: the old
+// holder is still in the step that outlasted its lease, or the new holder
+// is still acting on what it found while that step was in flight. Until
+// both have released it, two jobs' views of what the lock guards may
+// disagree, and the CPI-seam checks of exclusive use (one disk call per
+// VM, no delete_vm of a VM with a disk, no attach of a disk attached
+// elsewhere, no delete of an attached disk) are excused, as upstream's
+// leases fence nothing either. "" when there is none (w.mu held).
 func (w *World) lapsedHolderRunningLocked() string {
 	for _, t := range w.takeovers {
-		if t.stalled && !t.released {
-			return fmt.Sprintf("task %d took %s from task %d, whose lease lapsed while the lock renewal was stalled, and task %d has not released it yet",
-				t.to, t.name, t.fromTask, t.fromTask)
+		if t.stalled && (!t.released || !t.toDone) {
+			return fmt.Sprintf("task %d took %s from task %d, whose lease lapsed while the lock renewal was stalled, and they have not both released it yet",
+				t.to, t.name, t.fromTask)
 		}
 	}
 	return ""
