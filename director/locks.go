@@ -26,6 +26,11 @@ var ErrLockTimeout = errors.New("failed to acquire lock")
 // holder took the lock.
 var ErrLockLost = errors.New("lock lost")
 
+// LockRenewalGoroutine names the logical goroutine that renews held
+// leases on a timer (upstream's lock renewal thread, lock.rb), so that a
+// simulation can stall it (simrt.Sim.Stall).
+const LockRenewalGoroutine = "director/lock_renewal"
+
 // lockTable is the director's lock table: leases on the runtime's clock. A
 // set of names is acquired atomically (all or none), so holders never
 // deadlock on order. Held locks are mirrored to the store for inspection;
@@ -101,7 +106,7 @@ func (t *lockTable) newHeld(names []string, owner string, taskID int64) *heldLoc
 	t.renewing = true
 	t.mu.Unlock()
 	if start {
-		t.spawn("director/lock_renewal", t.renewHeld)
+		t.spawn(LockRenewalGoroutine, t.renewHeld)
 	}
 	return h
 }

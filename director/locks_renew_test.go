@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cpilab/cpilab/director/store"
+	"github.com/cpilab/cpilab/rt"
 	"github.com/cpilab/cpilab/simulator/simrt"
 )
 
@@ -145,6 +146,61 @@ func TestLockTimerRenewalFindsALostLease(t *testing.T) {
 			fail("releasing the lost set freed the new holder's lock")
 		}
 		other.release()
+	})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+}
+
+// A stall of the renewal goroutine (simrt.Stall by LockRenewalGoroutine,
+// what the simulator's lock-renewal-stall fault does) past the lease lets
+// the lease lapse under one long step: a task waiting for the lock takes
+// it when it expires, the holder's next checkpoint fails with ErrLockLost
+// before the stalled renewal could have noticed, and once the stall ends
+// the renewal neither gives the lock back nor renews the lost set.
+func TestStalledRenewalLetsALeaseLapse(t *testing.T) {
+	const leaseFor = 20 * time.Second
+	var failures []string
+	fail := func(s string) { failures = append(failures, s) }
+	res := simrt.Run(simrt.Config{Seed: 1, MaxTime: time.Hour}, func(s *simrt.Sim) {
+		st := store.NewMemory()
+		lt := renewingTable(s, st, leaseFor)
+		a, err := lt.acquire([]string{"lock:vm:i1"}, 1, time.Second)
+		if err != nil {
+			fail("acquire: " + err.Error())
+			return
+		}
+		s.Stall(LockRenewalGoroutine, 3*leaseFor)
+		var b *heldLocks
+		var bErr error
+		took := rt.NewEvent(s)
+		s.Go("waiter", func() {
+			b, bErr = lt.acquire([]string{"lock:vm:i1"}, 2, 2*leaseFor)
+			took.Set()
+		})
+		s.Sleep(leaseFor + time.Second) // one long step, no checkpoint
+		if !took.Wait(time.Second) || bErr != nil {
+			fail("the waiter did not take the lapsed lease: " + errString(bErr))
+			return
+		}
+		if err := a.renew(); !errors.Is(err, ErrLockLost) {
+			fail("the holder's checkpoint after the takeover: " + errString(err))
+		}
+		s.Sleep(3 * leaseFor) // the stall ends; the renewal runs again
+		if id, ok := lt.holder("lock:vm:i1"); !ok || id != 2 {
+			fail(fmt.Sprintf("after the stall the lock is held by task %d (%v), want task 2", id, ok))
+		}
+		lt.mu.Lock()
+		keptA := lt.kept[a]
+		lt.mu.Unlock()
+		if keptA {
+			fail("the lost set is still renewed after the stall")
+		}
+		a.release()
+		b.release()
 	})
 	if res.Err != nil {
 		t.Fatal(res.Err)

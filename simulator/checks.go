@@ -48,7 +48,7 @@ func (w *World) oracleDisk(cid string) (fakeiaas.Disk, bool) {
 // checkAttach: attach_disk of a disk attached to another VM.
 func (w *World) checkAttach(vm, disk string) {
 	if d, ok := w.oracleDisk(disk); ok && !d.VMCID.IsZero() && d.VMCID.String() != vm {
-		w.addViolation(&Violation{Invariant: InvAttachElsewhere, Phase: AfterStep,
+		w.addSeamViolation(&Violation{Invariant: InvAttachElsewhere, Phase: AfterStep,
 			Err: fmt.Errorf("attach_disk(%s, %s) called while the IaaS has %s attached to %s", vm, disk, disk, d.VMCID)})
 	}
 }
@@ -56,7 +56,7 @@ func (w *World) checkAttach(vm, disk string) {
 // checkDeleteDisk: delete_disk of an attached disk.
 func (w *World) checkDeleteDisk(disk string) {
 	if d, ok := w.oracleDisk(disk); ok && !d.VMCID.IsZero() {
-		w.addViolation(&Violation{Invariant: InvDeleteAttachedDisk, Phase: AfterStep,
+		w.addSeamViolation(&Violation{Invariant: InvDeleteAttachedDisk, Phase: AfterStep,
 			Err: fmt.Errorf("delete_disk(%s) called while the IaaS has it attached to %s", disk, d.VMCID)})
 	}
 }
@@ -79,7 +79,7 @@ func (w *World) checkDeleteVM(vm string) {
 		for i, d := range v.Disks {
 			cids[i] = d.String()
 		}
-		w.addViolation(&Violation{Invariant: InvDeleteVMWithDisk, Phase: AfterStep,
+		w.addSeamViolation(&Violation{Invariant: InvDeleteVMWithDisk, Phase: AfterStep,
 			Err: fmt.Errorf("delete_vm(%s) called while the IaaS has %s attached to it", vm, strings.Join(cids, ", "))})
 	}
 }

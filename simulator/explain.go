@@ -31,7 +31,11 @@ import (
 //     a VM that restarts on attach), names a VM a delete_vm removed without
 //     the Director hearing of it, or a fault fired while the operation
 //     was in flight (or shortly before: its effects outlast it by
-//     faultReach) (diskmodel.Failed: any prefix of the effects).
+//     faultReach) (diskmodel.Failed: any prefix of the effects);
+//   - a lock renewal stall let a lease lapse and another task took the
+//     lock (lapses.go): the task that lost it stops with the loss at its
+//     next checkpoint, and until then both act on what the lock guards,
+//     so either may fail, on anything (diskmodel.Failed).
 //
 // Anything else is a violation of InvExplained naming the task, its error
 // and the operations it overlapped, and the history records it as
@@ -177,6 +181,14 @@ func (r *workloadRun) explain(o Op, res opResult, call, ret time.Time) explanati
 		if f.agent != "" && strings.Contains(errText, f.agent) && (persistent || lasting) {
 			return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on agent %s", f.f, f.agent)}
 		}
+	}
+	if why := w.stalledTakeover(res.task); why != "" {
+		// A stalled lock renewal let a lease lapse and another task took
+		// the lock (lapses.go): the task that lost it stops at its next
+		// checkpoint with the loss, and until then both tasks act on what
+		// the lock guards, so either may fail on what the other changed.
+		// That, for those two tasks only, is what the stall explains.
+		return explanation{outcome: diskmodel.Failed, why: why}
 	}
 	if f, ok := faultOnPath(fired, vmAgents, o, errText, call, ret); ok {
 		return explanation{outcome: diskmodel.Failed, why: fmt.Sprintf("fault %v on its path while in flight", f.f)}

@@ -57,6 +57,10 @@ const (
 	// on its path, ends within the client's task timeout (20 min of
 	// simulated time); checked once liveness holds.
 	InvProgress = "provide-progress"
+	// InvLostLockHonoured: a task whose lock another task took (its lease
+	// lapsed) starts no step after that, as its event log shows (at
+	// quiescence; lapses.go).
+	InvLostLockHonoured = "lost-lock-stops-job"
 	// InvLinearizable: the dynamic-disk API history is linearizable per
 	// disk name (porcupine, diskmodel).
 	InvLinearizable = "linearizable-dynamic-disk-api"

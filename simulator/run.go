@@ -223,6 +223,9 @@ func Simulate(cfg SimConfig) *Outcome {
 		if err := wr.progressViolation(); err != nil {
 			violations = append(violations, &Violation{Invariant: InvProgress, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed, Err: err})
 		}
+		if err := w.lostLockViolation(); err != nil {
+			violations = append(violations, &Violation{Invariant: InvLostLockHonoured, Phase: AtQuiescence, Step: steps, Seed: cfg.Seed, Err: err})
+		}
 		if err := checkers.AtQuiescence(steps, w.QuiescentView(rec.History(), live.Given)); err != nil {
 			violations = append(violations, err.(*Violation))
 		}

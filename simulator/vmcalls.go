@@ -46,7 +46,7 @@ func (w *World) enterVMCall(gen int, method, vm, disk string) func() {
 	w.vmCalls[vm] = vmCall{what: what, gen: gen, since: now}
 	w.mu.Unlock()
 	if busy {
-		w.addViolation(&Violation{Invariant: InvVMCallsSerial, Phase: AfterStep,
+		w.addSeamViolation(&Violation{Invariant: InvVMCallsSerial, Phase: AfterStep,
 			Err: fmt.Errorf("%s called while %s, made %s before, was still in flight on the VM", what, prev.what, now.Sub(prev.since))})
 	}
 	return func() {

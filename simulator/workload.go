@@ -734,7 +734,10 @@ func (r *workloadRun) finish(o Op, ids []int, self int, callAt time.Time, res op
 		// As for a provide: the state is this detach's.
 		w.checkDetachLink(o.Disk, was.cid, was.vm)
 	}
-	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid, Injected: res.outcome == diskmodel.Failed && strings.Contains(res.taskErr, "injected")}
+	// A task that lost a lock a stalled renewal let lapse, or took one, and
+	// failed stopped where an injected fault stops one (lapses.go).
+	injected := res.outcome == diskmodel.Failed && (strings.Contains(res.taskErr, "injected") || w.stalledTakeover(res.task) != "")
+	out := diskmodel.Output{Outcome: res.outcome, CID: res.cid, Injected: injected}
 	switch {
 	case !o.Kind.hasDisk() && out.Outcome == diskmodel.Failed:
 		out.Outcome = diskmodel.Unknown // a failed VM operation may have detached some disks

@@ -167,17 +167,19 @@ type World struct {
 	// crashed before it returned): the Director still holds them as its
 	// instances' VMs, and a later call on one fails with VMNotFound.
 	goneVMs     map[string]bool
-	vmAgents    map[string]string    // VM CID → the agent ID create_vm was given
-	oldAgents   map[string]bool      // agent IDs drawn to run an old agent
-	restartVMs  map[string]bool      // agent IDs whose VM restarts on attach
-	quirks      map[string]string    // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
-	silentUntil map[string]time.Time // agent ID → until when it answers nothing
-	fired       []firedFault         // every fault fired, in order, with when and where
-	vmCalls     map[string]vmCall    // VM CID → the disk call in flight on it (vmcalls.go)
-	outageUntil time.Time            // the cloud's API is down until then (faults.CPIOutage)
-	outage      faults.Fault         // the outage that set outageUntil
-	violations  []*Violation         // the seam checks' violations
-	step        int                  // workload steps done, for violations
+	vmAgents    map[string]string      // VM CID → the agent ID create_vm was given
+	oldAgents   map[string]bool        // agent IDs drawn to run an old agent
+	restartVMs  map[string]bool        // agent IDs whose VM restarts on attach
+	quirks      map[string]string      // agent ID → what about it explains failures (an old agent, a VM restarting on attach)
+	silentUntil map[string]time.Time   // agent ID → until when it answers nothing
+	fired       []firedFault           // every fault fired, in order, with when and where
+	vmCalls     map[string]vmCall      // VM CID → the disk call in flight on it (vmcalls.go)
+	outageUntil time.Time              // the cloud's API is down until then (faults.CPIOutage)
+	outage      faults.Fault           // the outage that set outageUntil
+	violations  []*Violation           // the seam checks' violations
+	lockHolders map[lockKey]lockHolder // who holds each lock, as GET /locks shows it (lapses.go)
+	takeovers   []*takeover            // locks taken from a holder whose lease lapsed
+	step        int                    // workload steps done, for violations
 }
 
 // ParseProfile returns the director knobs of a profile name: "reference",
@@ -291,6 +293,7 @@ func (w *World) startDirector() error {
 		AgentTimeout: 30 * time.Second, AgentPingTimeout: 5 * time.Second, VMLockTimeout: 60 * time.Second,
 		LockLease: w.cfg.LockLease, DynamicDiskWorkers: w.cfg.DiskWorkers,
 		PerStepLockRenewal: w.cfg.tamper.perStepLockRenewal,
+		LockObserver:       func(e director.LockEvent) { w.observeLock(gen, e) },
 	})
 	if err != nil {
 		return fmt.Errorf("simulator: starting director generation %d: %w", gen, err)
@@ -658,6 +661,11 @@ func (c *faultCPI) callOn(method string, on faultSubject, do func() error) error
 	var lost bool
 	fs := w.nextOn(faults.SeamCPI, method, "", on)
 	for _, f := range fs {
+		if f.Kind == faults.LockRenewalStall {
+			// The Director's lock renewal thread stalls; this call and
+			// the rest of the Director go on.
+			w.s.Stall(director.LockRenewalGoroutine, f.Duration)
+		}
 		if f.Kind == faults.CPIOutage {
 			w.mu.Lock()
 			if end := w.s.Now().Add(f.Duration); end.After(w.outageUntil) {

@@ -122,8 +122,9 @@ type Output struct {
 	// (Recorder.Alone). An OK Reattach that was alone re-attached the
 	// disk: nothing could have moved it meanwhile.
 	Alone bool
-	// Injected: a Failed operation's error carries an injected CPI fault
-	// (the model does not look at it).
+	// Injected: a Failed operation's error carries an injected CPI fault,
+	// or is the loss of a lock that an injected stall of the lock renewal
+	// let lapse (the model does not look at it).
 	Injected bool
 }
 

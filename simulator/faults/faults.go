@@ -76,6 +76,13 @@ const (
 	// InDoubtBackoff), so the paths where a disk call finally fails are
 	// reached.
 	CPIOutage Kind = "cpi-outage"
+	// LockRenewalStall: at this CPI call the Director's lock renewal
+	// thread stalls for Fault.Duration (blocked on the database, or
+	// descheduled), while its jobs go on: meanwhile held leases are
+	// extended only at the jobs' checkpoints, so a lease that one long
+	// step outlasts lapses, a job waiting for the lock takes it, and the
+	// holder must find the loss at its next checkpoint and stop.
+	LockRenewalStall Kind = "lock-renewal-stall"
 )
 
 // The storage-sizing simulation's fault kinds, on SeamClock: each holds
@@ -113,6 +120,7 @@ var kinds = map[Kind]kindInfo{
 	MbusLost:          {seam: SeamMbus},
 	MbusDelay:         {SeamMbus, true, time.Millisecond, 5 * time.Second},
 	CPIOutage:         {SeamCPI, true, 5 * time.Second, time.Minute},
+	LockRenewalStall:  {SeamCPI, true, 10 * time.Second, 5 * time.Minute},
 	ControllerDown:    {seam: SeamClock, duration: true},
 	DirectorDown:      {seam: SeamClock, duration: true},
 	ResizeFails:       {seam: SeamClock, duration: true},
@@ -122,7 +130,7 @@ var kinds = map[Kind]kindInfo{
 
 // Kinds lists every kind in canonical order.
 var Kinds = []Kind{CPIError, LostResponse, Latency, DirectorCrash, AgentUnresponsive, AgentRestart,
-	AgentOld, VMRestartOnAttach, MbusLost, MbusDelay, CPIOutage}
+	AgentOld, VMRestartOnAttach, MbusLost, MbusDelay, CPIOutage, LockRenewalStall}
 
 // StorageKinds lists the storage-sizing simulation's kinds, in the order it
 // draws them from.
@@ -219,8 +227,8 @@ type Fault struct {
 	// OkToRetry is the ok_to_retry of a CPIError fault.
 	OkToRetry bool
 	// Duration is the delay (Latency, MbusDelay), the silence
-	// (AgentUnresponsive) or the downtime (DirectorCrash, AgentRestart,
-	// CPIOutage).
+	// (AgentUnresponsive), the downtime (DirectorCrash, AgentRestart,
+	// CPIOutage) or the stall (LockRenewalStall).
 	Duration time.Duration
 }
 

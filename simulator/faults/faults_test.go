@@ -79,17 +79,28 @@ func TestSpecText(t *testing.T) {
 	if err := v.Set("mbus-delay=0.5"); err != nil || v.String() != "mbus-delay=0.5:1ms..5s" {
 		t.Fatalf("Set: %v, %q (want the default range filled in)", err, v)
 	}
-	if d := faults.DefaultSpec(); len(d.Rates) != len(faults.Kinds) {
-		t.Fatalf("DefaultSpec names %d kinds, want all %d", len(d.Rates), len(faults.Kinds))
+	if d := faults.DefaultSpec(); len(d.Rates) != len(faults.Kinds)-1 {
+		t.Fatalf("DefaultSpec names %d kinds, want all %d but lock-renewal-stall", len(d.Rates), len(faults.Kinds)-1)
 	} else if r := d.Rates[faults.CPIOutage]; r.P <= 0 || r.P > 0.005 {
 		t.Fatalf("DefaultSpec's cpi-outage rate %v: want a low one", r.P)
+	} else if _, ok := d.Rates[faults.LockRenewalStall]; ok {
+		t.Fatal("DefaultSpec names lock-renewal-stall")
+	}
+	// "default" among other entries is DefaultSpec's rates plus those.
+	if s, err := faults.ParseSpec("default,lock-renewal-stall=0.01:20s..1m"); err != nil {
+		t.Fatal(err)
+	} else if want := faults.DefaultSpec().String() + ",lock-renewal-stall=0.01:20s..1m0s"; s.String() != want {
+		t.Fatalf("default plus a kind: %q, want %q", s, want)
+	}
+	if s, err := faults.ParseSpec("latency=0.5,default"); err != nil || s.Rates[faults.Latency].P != 0.5 || len(s.Rates) != len(faults.DefaultSpec().Rates) {
+		t.Fatalf("a kind named beside default keeps its rate: %v, %v", err, s)
 	}
 	if n, err := faults.ParseSpec("none"); err != nil || n.String() != "none" {
 		t.Fatalf("none: %v %q", err, n)
 	}
 	for _, bad := range []string{"bogus=0.1", "cpi-error=1.5", "cpi-error", "cpi-error=0.1:1s..2s",
 		"latency=0.1:2s..1s", "latency=0.1:1s", "latency=0.1,latency=0.2", "latency=x",
-		"cpi-error=NaN", "cpi-error=nan", "cpi-error=Inf", "cpi-error=+Inf", "cpi-error=-Inf", "cpi-error=-0.1", "cpi-error=1e400"} {
+		"cpi-error=NaN", "cpi-error=nan", "cpi-error=Inf", "cpi-error=+Inf", "cpi-error=-Inf", "cpi-error=-0.1", "cpi-error=1e400", "default,default", "default,latency=0.1,latency=0.2"} {
 		if _, err := faults.ParseSpec(bad); err == nil {
 			t.Errorf("ParseSpec(%q) accepted it", bad)
 		}
@@ -127,6 +138,7 @@ func drive(in *faults.Injector) [][]faults.Fault {
 func TestRandomInjectorIsSeededAndReplaysScripted(t *testing.T) {
 	spec := faults.DefaultSpec()
 	spec.Rates[faults.CPIOutage] = faults.Rate{P: 0.01, Min: 5 * time.Second, Max: time.Minute}
+	spec.Rates[faults.LockRenewalStall] = faults.Rate{P: 0.01, Min: 10 * time.Second, Max: time.Minute}
 	a, b := faults.NewRandom(spec, 42), faults.NewRandom(spec, 42)
 	ra, rb := drive(a), drive(b)
 	if !slices.EqualFunc(ra, rb, slices.Equal) {
@@ -141,7 +153,7 @@ func TestRandomInjectorIsSeededAndReplaysScripted(t *testing.T) {
 		}
 	}
 	if len(seen) != len(faults.Kinds) {
-		t.Fatalf("the default spec and cpi-outage fired only %d kinds over 2000 operations", len(seen))
+		t.Fatalf("the default spec, cpi-outage and lock-renewal-stall fired only %d kinds over 2000 operations", len(seen))
 	}
 	if other := drive(faults.NewRandom(spec, 43)); slices.EqualFunc(ra, other, slices.Equal) {
 		t.Fatal("seeds 42 and 43 drew the same faults")

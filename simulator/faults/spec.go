@@ -25,8 +25,10 @@ type Rate struct {
 //
 //	cpi-error=0.05,lost-response=0.02,latency=0.1:1ms..2s
 //
-// "none" (or "") is the empty spec and "default" is DefaultSpec. Kinds not
-// named never fire.
+// "none" (or "") is the empty spec and "default" is DefaultSpec; "default"
+// among other entries stands for DefaultSpec's entries, and a kind named
+// beside it keeps the rate named (default,lock-renewal-stall=0.01 adds
+// one kind to the default mix). Kinds not named never fire.
 type Spec struct {
 	// Rates holds the rate of each kind that can fire.
 	Rates map[Kind]Rate
@@ -60,8 +62,17 @@ func ParseSpec(text string) (Spec, error) {
 		return DefaultSpec(), nil
 	}
 	s := Spec{Rates: map[Kind]Rate{}}
+	named := map[Kind]bool{}
+	withDefault := false
 	for _, entry := range strings.Split(text, ",") {
 		entry = strings.TrimSpace(entry)
+		if entry == "default" {
+			if withDefault {
+				return Spec{}, fmt.Errorf("fault spec: default given twice")
+			}
+			withDefault = true
+			continue
+		}
 		name, val, ok := strings.Cut(entry, "=")
 		if !ok {
 			return Spec{}, fmt.Errorf("fault spec entry %q: want kind=probability", entry)
@@ -70,9 +81,10 @@ func ParseSpec(text string) (Spec, error) {
 		if !k.Valid() {
 			return Spec{}, fmt.Errorf("fault spec entry %q: unknown kind %q (known: %s)", entry, k, kindList())
 		}
-		if _, dup := s.Rates[k]; dup {
+		if named[k] {
 			return Spec{}, fmt.Errorf("fault spec: %s given twice", k)
 		}
+		named[k] = true
 		pText, rng, hasRange := strings.Cut(val, ":")
 		p, err := strconv.ParseFloat(strings.TrimSpace(pText), 64)
 		if err != nil || math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || p > 1 {
@@ -96,6 +108,13 @@ func ParseSpec(text string) (Spec, error) {
 			}
 		}
 		s.Rates[k] = r
+	}
+	if withDefault {
+		for k, r := range DefaultSpec().Rates {
+			if !named[k] {
+				s.Rates[k] = r
+			}
+		}
 	}
 	return s, nil
 }

@@ -23,6 +23,12 @@
 //	})
 //	fmt.Println(res) // completed: seed 42, … trace 3f2a…
 //
+// Stalls. Stall(name, d) keeps the goroutines named name from coming back
+// from a Sleep or a Cond wait for d (they hold no mutex meanwhile): one
+// thread of a process stops being scheduled while the rest goes on, as
+// the simulator's lock-renewal-stall fault does to the Director's lock
+// renewal. Without a Stall the scheduler's decisions are unchanged.
+//
 // Determinism. Same seed, same code ⇒ the same sequence of decisions, hence a
 // byte-identical trace (Config.Trace) and the same Result.TraceHash, at any
 // GOMAXPROCS. The Sim controls only what goes through it. The caller must

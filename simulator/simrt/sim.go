@@ -88,6 +88,7 @@ type Sim struct {
 	timerSeq uint64
 	nMutex   int
 	nCond    int
+	stalls   map[string]time.Duration // goroutine name → stalled until (Stall)
 	steps    int64
 	switches int64
 	hash     uint64
@@ -262,6 +263,55 @@ func (s *Sim) Sleep(d time.Duration) {
 	cur.block = blockedSleep
 	cur.timer = s.addTimer(cur, d, nil)
 	s.schedule(cur, reasonSleep, 0)
+	s.sleepOutStall(cur)
+}
+
+// Stall keeps the logical goroutines named name (those running now and
+// any started under that name before it ends) from coming back from a
+// Sleep or a Cond wait until d from now: one woken earlier (its time is
+// up, or it was signalled) sleeps on until then, holding no mutex, and
+// only then takes its cond's mutex back. It models a thread of a process
+// that stops being scheduled (a blocked thread, a pause of the process)
+// while the rest of the world goes on. A later Stall of the same name
+// that ends sooner does not shorten it. Without a Stall nothing changes:
+// the scheduler makes the same decisions.
+func (s *Sim) Stall(name string, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if s.stalls == nil {
+		s.stalls = map[string]time.Duration{}
+	}
+	if until := s.now + d; until > s.stalls[name] {
+		s.stalls[name] = until
+	}
+	s.mixWord(evStall)
+	s.mixString(name)
+	s.mixWord(uint64(s.now + d))
+	if s.cfg.Trace != nil {
+		fmt.Fprintf(s.cfg.Trace, "stall +%v %q until +%v\n", s.now, name, s.stalls[name])
+	}
+}
+
+// sleepOutStall is called by cur just woken from a Sleep or a Cond wait:
+// while its name is stalled it sleeps on until the stall ends.
+func (s *Sim) sleepOutStall(cur *g) {
+	if len(s.stalls) == 0 {
+		return
+	}
+	for {
+		until, ok := s.stalls[cur.name]
+		if !ok {
+			return
+		}
+		if until <= s.now {
+			delete(s.stalls, cur.name)
+			return
+		}
+		cur.block = blockedSleep
+		cur.timer = s.addTimer(cur, until-s.now, nil)
+		s.schedule(cur, reasonStall, 0)
+	}
 }
 
 // Trace adds a user annotation to the trace (and its hash), tagged with the

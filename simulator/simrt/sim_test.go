@@ -564,3 +564,60 @@ func TestManyShortLivedGoroutines(t *testing.T) {
 		t.Fatalf("%v (%v), unwound %d", res, res.Err, res.Unwound)
 	}
 }
+
+// A stalled goroutine does not come back from a Sleep or a Cond wait
+// before its stall ends, and holds no mutex meanwhile: another goroutine
+// takes the cond's mutex while it is stalled. A goroutine of another name
+// is not stalled, nor one started later under the same name after the
+// stall ended; a shorter Stall does not shorten a longer one. A run with
+// no Stall makes the same decisions as before Stall existed (the pinned
+// traces of the simulator hold this).
+func TestStallKeepsANamedGoroutineAsleep(t *testing.T) {
+	var failures []string
+	fail := func(f string, args ...any) { failures = append(failures, fmt.Sprintf(f, args...)) }
+	res := simrt.Run(simrt.Config{Seed: 3, MaxTime: time.Hour}, func(s *simrt.Sim) {
+		t0 := s.Now()
+		mu := s.NewMutex()
+		c := s.NewCond(mu)
+		var renewedAt, otherAt, lockedAt time.Duration
+		wg := rt.NewGroup(s)
+		wg.Go("renewer", func() {
+			mu.Lock()
+			c.WaitFor(10 * time.Second) // times out at +10s, stalled until +60s
+			renewedAt = s.Now().Sub(t0)
+			mu.Unlock()
+			s.Sleep(time.Second) // not stalled any more
+			if got := s.Now().Sub(t0); got != 61*time.Second {
+				fail("the renewer's sleep after its stall ended at %v, want 61s", got)
+			}
+		})
+		wg.Go("worker", func() {
+			s.Sleep(10 * time.Second)
+			otherAt = s.Now().Sub(t0)
+			s.Sleep(10 * time.Second)
+			mu.Lock() // free: the stalled renewer holds it not
+			lockedAt = s.Now().Sub(t0)
+			mu.Unlock()
+		})
+		s.Sleep(time.Second)
+		s.Stall("renewer", 59*time.Second)
+		s.Stall("renewer", 5*time.Second) // ends sooner: no effect
+		wg.Wait()
+		if renewedAt != 60*time.Second || otherAt != 10*time.Second || lockedAt != 20*time.Second {
+			fail("renewer back at %v (want 60s), worker slept to %v (want 10s) and locked at %v (want 20s)", renewedAt, otherAt, lockedAt)
+		}
+		s.Go("renewer", func() {
+			s.Sleep(time.Second)
+			if got := s.Now().Sub(t0); got != 62*time.Second {
+				fail("a renewer started after the stall slept to %v, want 62s", got)
+			}
+		})
+		s.Sleep(2 * time.Second)
+	})
+	if !res.OK() {
+		t.Fatal(res.Err)
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+}

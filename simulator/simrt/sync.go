@@ -129,6 +129,7 @@ func (c *cond) WaitFor(d time.Duration) bool {
 	cur.cond = nil
 	timedOut := cur.timedOut
 	cur.timedOut = false
+	s.sleepOutStall(cur)
 	if c.m.holder == nil {
 		c.m.holder = cur
 	} else {

@@ -18,6 +18,7 @@ const (
 	evExit
 	evNote
 	evEnd
+	evStall
 )
 
 // reason is what the goroutine giving up the token was doing.
@@ -32,9 +33,10 @@ const (
 	reasonLockBlock               // Lock on a held mutex (obj: mutex)
 	reasonWait                    // Cond Wait/WaitFor (obj: cond)
 	reasonExit                    // the goroutine returned
+	reasonStall                   // woken while stalled (Sim.Stall): sleeps on
 )
 
-var reasonText = [...]string{"start", "yield", "go g", "sleep", "lock m", "blocked m", "wait c", "exit"}
+var reasonText = [...]string{"start", "yield", "go g", "sleep", "lock m", "blocked m", "wait c", "exit", "stalled"}
 
 const (
 	fnvOffset = 14695981039346656037
