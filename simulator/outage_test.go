@@ -48,50 +48,15 @@ func TestCPIOutageOutlastsTheDirectorsRetries(t *testing.T) {
 // settles it. A Director that keeps the record after that delete answered
 // OK is caught.
 func TestDeleteInDoubtKeepsTheRecordUntilTheNextDelete(t *testing.T) {
-	sched, err := faults.ParseSchedule("lost-response@0 on=delete_disk n=1; cpi-outage@0 on=delete_disk n=2 d=1m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops := controlOps(t, "c0 provide disk=d vm=0", "c0 delete disk=d", "c0 detach disk=d delay=10s", "c0 delete disk=d delay=2m")
-	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Scripted: true, Schedule: sched, Ops: ops}
-	o := Simulate(cfg)
-	if o.Err != nil {
-		t.Fatalf("reference director, a delete in doubt: %v", o.Err)
-	}
-	want := []string{"provide disk=d vm=0: ok", "delete disk=d: failed", "detach disk=d delay=10s: ok", "delete disk=d delay=2m0s: ok"}
-	if len(o.Log) != len(want) {
-		t.Fatalf("log %q, want %d lines", o.Log, len(want))
-	}
-	for i, w := range want {
-		if !strings.HasSuffix(o.Log[i], w) {
-			t.Errorf("log line %d: %q, want …%q", i, o.Log[i], w)
-		}
-	}
+	cfg := runLog(t, "lost-response@0 on=delete_disk n=1; cpi-outage@0 on=delete_disk n=2 d=1m",
+		[]string{"c0 provide disk=d vm=0", "c0 delete disk=d", "c0 detach disk=d delay=10s", "c0 delete disk=d delay=2m"},
+		[]string{"provide disk=d vm=0: ok", "delete disk=d: failed", "detach disk=d delay=10s: ok", "delete disk=d delay=2m0s: ok"})
 
 	// The planted bug: the record of the gone disk comes back after the
 	// delete that settled it answered OK.
 	var kept []director.DynamicDisk
-	deletes := 0
-	cfg.tamper = tamper{afterOp: func(w *World, o Op) {
-		if o.Kind != OpDelete {
-			return
-		}
-		if deletes++; deletes == 1 {
-			kept = storeRecords[director.DynamicDisk](t, w, store.DynamicDisks)
-			return
-		}
-		if err := w.Store.Update(func(tx store.Tx) error {
-			for _, dd := range kept {
-				if err := tx.Put(store.DynamicDisks, dd.Name, dd); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Errorf("putting the record back: %v", err)
-		}
-	}}
-	o = Simulate(cfg)
+	cfg.tamper = putRecordsBack(t, OpDelete, &kept)
+	o := Simulate(cfg)
 	if len(kept) != 1 {
 		t.Fatalf("the failed delete left %d records, want the one of the gone disk: the control proves nothing (outcome %v)", len(kept), o.Err)
 	}
@@ -109,50 +74,15 @@ func TestDeleteInDoubtKeepsTheRecordUntilTheNextDelete(t *testing.T) {
 // A Director that keeps the record attached after that detach answered OK
 // is caught.
 func TestDetachInDoubtKeepsTheAttachmentUntilTheNextDetach(t *testing.T) {
-	sched, err := faults.ParseSchedule("lost-response@0 on=detach_disk n=1; cpi-outage@0 on=detach_disk n=2 d=1m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops := controlOps(t, "c0 provide disk=d vm=0", "c0 detach disk=d", "c0 detach disk=d delay=2m")
-	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Scripted: true, Schedule: sched, Ops: ops}
-	o := Simulate(cfg)
-	if o.Err != nil {
-		t.Fatalf("reference director, a detach in doubt: %v", o.Err)
-	}
-	want := []string{"provide disk=d vm=0: ok", "detach disk=d: failed", "detach disk=d delay=2m0s: ok"}
-	if len(o.Log) != len(want) {
-		t.Fatalf("log %q, want %d lines", o.Log, len(want))
-	}
-	for i, w := range want {
-		if !strings.HasSuffix(o.Log[i], w) {
-			t.Errorf("log line %d: %q, want …%q", i, o.Log[i], w)
-		}
-	}
+	cfg := runLog(t, "lost-response@0 on=detach_disk n=1; cpi-outage@0 on=detach_disk n=2 d=1m",
+		[]string{"c0 provide disk=d vm=0", "c0 detach disk=d", "c0 detach disk=d delay=2m"},
+		[]string{"provide disk=d vm=0: ok", "detach disk=d: failed", "detach disk=d delay=2m0s: ok"})
 
 	// The planted bug: the record says attached again after the detach
 	// that settled it answered OK.
 	var kept []director.DynamicDisk
-	detaches := 0
-	cfg.tamper = tamper{afterOp: func(w *World, o Op) {
-		if o.Kind != OpDetach {
-			return
-		}
-		if detaches++; detaches == 1 {
-			kept = storeRecords[director.DynamicDisk](t, w, store.DynamicDisks)
-			return
-		}
-		if err := w.Store.Update(func(tx store.Tx) error {
-			for _, dd := range kept {
-				if err := tx.Put(store.DynamicDisks, dd.Name, dd); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Errorf("putting the record back: %v", err)
-		}
-	}}
-	o = Simulate(cfg)
+	cfg.tamper = putRecordsBack(t, OpDetach, &kept)
+	o := Simulate(cfg)
 	if len(kept) != 1 || kept[0].VMCID == "" {
 		t.Fatalf("the failed detach left records %+v, want the one of the disk, attached: the control proves nothing (outcome %v)", kept, o.Err)
 	}
@@ -162,15 +92,43 @@ func TestDetachInDoubtKeepsTheAttachmentUntilTheNextDetach(t *testing.T) {
 	}
 }
 
-// runLog runs ops under sched on the reference Director and wants it clean
-// with the log lines ending as want.
-func runLog(t *testing.T, sched string, ops []string, want []string) {
+// putRecordsBack plants a Director that forgets what settled a name in
+// doubt: after the first operation of kind it keeps the dynamic disk
+// records (into kept), and after the second it puts them back.
+func putRecordsBack(t *testing.T, kind OpKind, kept *[]director.DynamicDisk) tamper {
+	n := 0
+	return tamper{afterOp: func(w *World, o Op) {
+		if o.Kind != kind {
+			return
+		}
+		if n++; n == 1 {
+			*kept = storeRecords[director.DynamicDisk](t, w, store.DynamicDisks)
+			return
+		}
+		if err := w.Store.Update(func(tx store.Tx) error {
+			for _, dd := range *kept {
+				if err := tx.Put(store.DynamicDisks, dd.Name, dd); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("putting the records back: %v", err)
+		}
+	}}
+}
+
+// runLog runs ops under sched on the reference Director, wants it clean
+// with the log lines ending as want, and returns the run's configuration
+// (for a planted-bug rerun).
+func runLog(t *testing.T, sched string, ops []string, want []string) SimConfig {
 	t.Helper()
 	s, err := faults.ParseSchedule(sched)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Simulate(SimConfig{RunConfig: RunConfig{Seed: 1}, Scripted: true, Schedule: s, Ops: controlOps(t, ops...)})
+	cfg := SimConfig{RunConfig: RunConfig{Seed: 1}, Scripted: true, Schedule: s, Ops: controlOps(t, ops...)}
+	o := Simulate(cfg)
 	if o.Err != nil {
 		t.Fatalf("reference director: %v\nlog %q", o.Err, o.Log)
 	}
@@ -182,6 +140,7 @@ func runLog(t *testing.T, sched string, ops []string, want []string) {
 			t.Errorf("log line %d: %q, want …%q (log %q)", i, o.Log[i], w, o.Log)
 		}
 	}
+	return cfg
 }
 
 // An attach_disk the cloud applied with its answer lost, then an outage
