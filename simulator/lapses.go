@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"time"
@@ -169,22 +167,13 @@ func (w *World) addSeamViolation(v *Violation) {
 // startedSteps counts the steps task id started, as its event log (GET
 // /tasks/:id/output?type=event) lists them.
 func (w *World) startedSteps(id int64) (int, error) {
-	w.mu.Lock()
-	h := w.api
-	w.mu.Unlock()
-	if h == nil {
-		return 0, errDirectorDown
-	}
 	path := "/tasks/" + strconv.FormatInt(id, 10) + "/output?type=event"
-	req := httptest.NewRequest(http.MethodGet, path, nil)
-	req.SetBasicAuth(apiUser, apiPassword)
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		return 0, &apiError{Status: rec.Code, Path: path, Body: rec.Body.String()}
+	body, err := w.apiGetBody(path)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(rec.Body.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var ev struct {

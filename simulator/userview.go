@@ -68,23 +68,33 @@ func newAPIHandler(w *World, d *director.Director) (*director.API, http.Handler,
 
 // apiGet answers GET path from the running Director's API into out.
 func (w *World) apiGet(path string, out any) error {
+	body, err := w.apiGetBody(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return nil
+}
+
+// apiGetBody is GET path's body as the API answers it (apiGet's request,
+// for answers that are not one JSON value, such as a task's event log).
+func (w *World) apiGetBody(path string) ([]byte, error) {
 	w.mu.Lock()
 	h := w.api
 	w.mu.Unlock()
 	if h == nil {
-		return errDirectorDown
+		return nil, errDirectorDown
 	}
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.SetBasicAuth(apiUser, apiPassword)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
-		return &apiError{Status: rec.Code, Path: path, Body: rec.Body.String()}
+		return nil, &apiError{Status: rec.Code, Path: path, Body: rec.Body.String()}
 	}
-	if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
+	return rec.Body.Bytes(), nil
 }
 
 // Task is GET /tasks/:id as the user sees it.
