@@ -20,6 +20,24 @@ func renewingTable(s *simrt.Sim, st store.Store, leaseFor time.Duration) *lockTa
 	return lt
 }
 
+// inRenewingTable runs body in a simulation on a renewing lock table of
+// lease leaseFor over a memory store; body's fail records a failure, which
+// the test reports once the simulation has ended.
+func inRenewingTable(t *testing.T, leaseFor time.Duration, body func(s *simrt.Sim, lt *lockTable, fail func(string))) {
+	t.Helper()
+	var failures []string
+	fail := func(s string) { failures = append(failures, s) }
+	res := simrt.Run(simrt.Config{Seed: 1, MaxTime: time.Hour}, func(s *simrt.Sim) {
+		body(s, renewingTable(s, store.NewMemory(), leaseFor), fail)
+	})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+}
+
 // A lock held through a wait of three leases, with no step between, stays
 // its holder's under timer renewal: another task waiting for it times
 // out, the store's copy shows the renewed expiry, and the renewer stops
@@ -107,11 +125,7 @@ func TestLockTimerRenewalKeepsALongHolder(t *testing.T) {
 // its other sets goes on, and the lost set is no longer renewed.
 func TestLockTimerRenewalFindsALostLease(t *testing.T) {
 	const leaseFor = 20 * time.Second
-	var failures []string
-	fail := func(s string) { failures = append(failures, s) }
-	res := simrt.Run(simrt.Config{Seed: 1, MaxTime: time.Hour}, func(s *simrt.Sim) {
-		st := store.NewMemory()
-		lt := renewingTable(s, st, leaseFor)
+	inRenewingTable(t, leaseFor, func(s *simrt.Sim, lt *lockTable, fail func(string)) {
 		a, err := lt.acquire([]string{"lock:disk:d"}, 1, time.Second)
 		if err != nil {
 			fail("acquire: " + err.Error())
@@ -147,12 +161,6 @@ func TestLockTimerRenewalFindsALostLease(t *testing.T) {
 		}
 		other.release()
 	})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	for _, f := range failures {
-		t.Error(f)
-	}
 }
 
 // A stall of the renewal goroutine (simrt.Stall by LockRenewalGoroutine,
@@ -163,11 +171,7 @@ func TestLockTimerRenewalFindsALostLease(t *testing.T) {
 // the renewal neither gives the lock back nor renews the lost set.
 func TestStalledRenewalLetsALeaseLapse(t *testing.T) {
 	const leaseFor = 20 * time.Second
-	var failures []string
-	fail := func(s string) { failures = append(failures, s) }
-	res := simrt.Run(simrt.Config{Seed: 1, MaxTime: time.Hour}, func(s *simrt.Sim) {
-		st := store.NewMemory()
-		lt := renewingTable(s, st, leaseFor)
+	inRenewingTable(t, leaseFor, func(s *simrt.Sim, lt *lockTable, fail func(string)) {
 		a, err := lt.acquire([]string{"lock:vm:i1"}, 1, time.Second)
 		if err != nil {
 			fail("acquire: " + err.Error())
@@ -202,10 +206,4 @@ func TestStalledRenewalLetsALeaseLapse(t *testing.T) {
 		a.release()
 		b.release()
 	})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	for _, f := range failures {
-		t.Error(f)
-	}
 }
